@@ -1,0 +1,100 @@
+"""Turn the course's jupytext sources (notebooks/*.md, MyST) into .ipynb files.
+
+    python tools/notebooks.py export --out build/nbval            # fresh copies for nbval
+    python tools/notebooks.py export --out workspace --keep-existing  # a learner's copies
+    python tools/notebooks.py execute 03_layernorm [...]             # run, save outputs + PNGs
+
+``execute`` writes build/executed/NAME.ipynb with outputs and every image output as
+build/figures/NAME-cellK-J.png, so authors can look at each figure, and prints the time.
+
+Run with the .venv's Python (run.py does). The sources stay the single truth; the
+.ipynb files are generated and git-ignored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import jupytext
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = ROOT / "notebooks"
+
+
+def sources() -> list[Path]:
+    """Course notebooks in order (their names start with a two-digit number)."""
+    return sorted(p for p in SOURCES.glob("[0-9][0-9]_*.md"))
+
+
+def export(out: Path, keep_existing: bool) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    if not keep_existing:
+        for old in out.glob("*.ipynb"):
+            old.unlink()
+    written = []
+    for src in sources():
+        dst = out / (src.stem + ".ipynb")
+        if keep_existing and dst.exists():
+            continue
+        nb = jupytext.read(src)
+        nb.metadata.setdefault("kernelspec", {"name": "python3", "display_name": "Python 3", "language": "python"})
+        jupytext.write(nb, dst)
+        written.append(dst)
+    return written
+
+
+def execute(names: list[str], timeout: int = 600) -> int:
+    """Execute notebooks (all when names is empty); save outputs and figures; return failures."""
+    import base64
+    import time
+
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    out, figs = ROOT / "build" / "executed", ROOT / "build" / "figures"
+    out.mkdir(parents=True, exist_ok=True)
+    figs.mkdir(parents=True, exist_ok=True)
+    chosen = [s for s in sources() if not names or any(s.stem.startswith(n) for n in names)]
+    failures = 0
+    for src in chosen:
+        nb = jupytext.read(src)
+        t0 = time.time()
+        try:
+            NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(SOURCES)}}).execute()
+            status = "ok"
+        except CellExecutionError as err:
+            status, failures = f"FAILED: {str(err).splitlines()[-1] if str(err) else err!r}", failures + 1
+        jupytext.write(nb, out / (src.stem + ".ipynb"))
+        for old in figs.glob(src.stem + "-cell*.png"):
+            old.unlink()
+        n = 0
+        for k, cell in enumerate(nb.cells):
+            for j, o in enumerate(cell.get("outputs", [])):
+                data = o.get("data", {})
+                if "image/png" in data:
+                    (figs / f"{src.stem}-cell{k}-{j}.png").write_bytes(base64.b64decode(data["image/png"]))
+                    n += 1
+        print(f"[normlab] {src.stem}: {status} in {time.time() - t0:.1f} s, {n} figure(s) -> build/figures/")
+    return failures
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    ex = sub.add_parser("export")
+    ex.add_argument("--out", type=Path, required=True)
+    ex.add_argument("--keep-existing", action="store_true")
+    run = sub.add_parser("execute")
+    run.add_argument("names", nargs="*", help="notebook name prefixes, e.g. 03 or 03_layernorm")
+    args = ap.parse_args(argv)
+    if args.cmd == "execute":
+        return 1 if execute(args.names) else 0
+    written = export(args.out.resolve(), args.keep_existing)
+    print(f"[normlab] {len(written)} notebook(s) -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
