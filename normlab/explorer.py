@@ -333,13 +333,13 @@ class BlockArtists:
             ax.add_patch(Rectangle((x0, 0), cols, rows, fill=False, edgecolor=EDGE, linewidth=1.2))
             if layout == "image" and 1 < shape[3] < cols:   # dotted ticks where a new image row h starts
                 for h in range(1, shape[2]):
-                    ax.plot([x0 + h * shape[3]] * 2, [rows, rows + 0.25], color="#555555", lw=1)
+                    ax.plot([x0 + h * shape[3]] * 2, [rows, rows + 0.18], color="#555555", lw=1)
             ax.text(x0 + cols / 2, -0.3, f"{a0.lower()}={k}", ha="center", va="bottom", fontsize=fontsize)
-            ax.text(x0 + cols / 2, rows + 0.2, f"{a2} →", ha="center", va="top", fontsize=fontsize * 0.85,
+            ax.text(x0 + cols / 2, rows + 0.3, f"{a2} →", ha="center", va="top", fontsize=fontsize * 0.85,
                     color="#555555")
         ax.text(-0.3, rows / 2, f"{a1} ↓", ha="right", va="center", fontsize=fontsize * 0.85, color="#555555")
         ax.set_xlim(-1.6, n * (cols + GAP) - GAP + 0.2)
-        ax.set_ylim(rows + 1.1, -1.3)
+        ax.set_ylim(rows + 1.25, -1.3)
 
     def column(self, cell: Sequence[int]) -> int:
         """Column of a cell in its slice: e for text, h*W + w for images."""
@@ -367,11 +367,15 @@ def draw_blocks(ax, ids: Tensor, layout: str, cell: Sequence[int], title: str | 
 
 def static_grid(image_shape: Sequence[int] = (3, 4, 2, 2), text_shape: Sequence[int] = (3, 4, 4),
                 num_groups: int = 2) -> Figure:
-    """Every norm x both layouts: the group of one cell in blue, walls between groups (for the book)."""
+    """Every norm x both layouts: the group of one cell in blue, walls between groups (for the book).
+
+    A pyplot figure, so ``plt.show()`` (or the end of a notebook cell) displays it.
+    """
+    import matplotlib.pyplot as plt
+
     cells = {"image": (1, 1, 0, 1), "text": (1, 1, 1)}
     shapes = {"image": tuple(image_shape), "text": tuple(text_shape)}
-    fig = Figure(figsize=(12, 14), layout="constrained")
-    axes = fig.subplots(len(NORMS), 2)
+    fig, axes = plt.subplots(len(NORMS), 2, figsize=(12, 14), layout="constrained")
     for i, norm in enumerate(NORMS):
         for j, layout in enumerate(LAYOUTS):
             ids = groups(norm, shapes[layout], layout, num_groups)

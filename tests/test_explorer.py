@@ -11,6 +11,7 @@ from __future__ import annotations
 import matplotlib
 
 matplotlib.use("Agg")
+import matplotlib.pyplot  # noqa: E402
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -154,6 +155,7 @@ def test_static_grid_has_every_norm_and_layout():
     titles = [ax.get_title() for ax in fig.axes]
     assert len(titles) == len(ex.NORMS) * 2
     assert sum("BatchNorm" in t for t in titles) == 2 and sum("文本" in t for t in titles) == len(ex.NORMS)
+    matplotlib.pyplot.close(fig)
 
 
 def test_bad_input_gets_a_clear_chinese_error():
