@@ -21,6 +21,7 @@ Norms (``NORMS``) and what "channel" means in each layout:
 
 from __future__ import annotations
 
+import html
 import io
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -493,8 +494,11 @@ class AxesExplorer:
                 sl.max = s - 1
             self._refresh_group_options()
             self._groups.disabled = self._norm.value != "groupnorm"
-            self.update(norm=self._norm.value, shape=shape, num_groups=self._groups.value,
-                        cell=tuple(sl.value for sl in self._idx))
+            try:
+                self.update(norm=self._norm.value, shape=shape, num_groups=self._groups.value,
+                            cell=tuple(sl.value for sl in self._idx))
+            except (ValueError, IndexError) as err:   # e.g. InstanceNorm with H = W = 1: say why, keep going
+                self._panel.value = f"<div style='color:#b00020;font-size:14px'>{html.escape(str(err))}</div>"
 
         for c in [self._norm, self._groups, *self._sizes, *self._idx]:
             c.observe(on_change, names="value")

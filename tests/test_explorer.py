@@ -146,6 +146,9 @@ def test_widget_builds_and_reacts_without_a_browser():
     before = e.selection.stats
     e.update(seed=5)
     assert e.selection.stats != before
+    e._norm.value = "instancenorm"
+    e._sizes[2].value, e._sizes[3].value = 1, 1   # one pixel: InstanceNorm cannot train; the panel says why
+    assert "至少需要 2 个空间位置" in e._panel.value
     t = ex.AxesExplorer("text", norm="layernorm_text", cell=(0, 1, 2))
     assert t.selection.group_size == 8 and t.selection.lines["mean"] == "x.mean(dim=-1)"
 
