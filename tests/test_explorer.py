@@ -127,7 +127,7 @@ def test_source_material_BE_plane_is_not_batchnorm_on_text():
     """[E] §1 says BN on (B, S, E) text normalises 'on the (B, E) plane'; nn.BatchNorm1d(E) does not."""
     shape = (3, 4, 5)
     bn_text = partition(ex.groups("batchnorm", shape, "text", impl="torch"))
-    be_plane = partition(ex.groups(nn.BatchNorm1d(4, dtype=torch.float64), shape))  # S taken as the channel
+    be_plane = partition(ex.groups(nn.BatchNorm1d(4), shape))  # S taken as the channel (a float32 module)
     assert bn_text != be_plane
     assert len(bn_text) == 5 and len(be_plane) == 4   # one per feature E vs one per position S
 
