@@ -407,12 +407,12 @@ def _html_panel(sel: Selection) -> str:
 
 
 class AxesExplorer:
-    """Interactive explorer: pick a norm, sizes and a cell; see who shares its statistics.
+    """Interactive explorer: pick a layout, a norm, sizes and a cell; see who shares its statistics.
 
-    ``AxesExplorer(layout="image")`` or ``layout="text"``; show it by leaving it as the last
-    line of a cell (or ``display(explorer.widget)``). ``update(...)`` is what every control
-    calls: it recomputes the selection, redraws the persistent figure in place and returns
-    the ``Selection`` (tools/bench_explorer.py times it).
+    ``AxesExplorer(layout="image")`` or ``layout="text"`` (the widget can switch); show it by
+    leaving it as the last line of a cell, or ``display(explorer.widget)``. ``update(...)``
+    is what every control calls: it recomputes the selection, redraws the persistent figure
+    in place and returns the ``Selection`` (tools/bench_explorer.py times it).
     """
 
     def __init__(self, layout: str = "image", shape: Sequence[int] | None = None, norm: str = "batchnorm",
@@ -428,27 +428,39 @@ class AxesExplorer:
         self._art: BlockArtists | None = None
         self._x: Tensor | None = None
         self._widget = None
+        self._busy = False
         self.selection = self.update()
 
     def tensor(self) -> Tensor:
-        """The live random tensor (redrawn when the shape or the seed changes)."""
+        """The live random tensor (drawn anew when the shape or the seed changes)."""
         shape = self.state["shape"]
-        if self._x is None or tuple(self._x.shape) != shape:
-            g = torch.Generator().manual_seed(self.seed)
-            self._x = torch.randn(shape, generator=g) * 2 + 1
+        return self._x if self._x is not None and tuple(self._x.shape) == shape else self._new_tensor(shape)
+
+    def _new_tensor(self, shape: tuple[int, ...]) -> Tensor:
+        g = torch.Generator().manual_seed(self.seed)
+        self._x = torch.randn(shape, generator=g) * 2 + 1
         return self._x
 
     def update(self, **changes) -> Selection:
-        """Apply changes (norm, shape, num_groups, cell, seed), recompute, redraw in place."""
+        """Apply changes (layout, norm, shape, num_groups, cell, seed), recompute, redraw in place.
+
+        A new layout without a shape starts from that layout's default shape, middle cell and G=2.
+        """
         if "seed" in changes:
             self.seed, self._x = int(changes.pop("seed")), None
+        layout = changes.pop("layout", self.layout)
+        if layout != self.layout:
+            changes.setdefault("shape", DEFAULT_SHAPE.get(layout, ()))
+            changes.setdefault("cell", tuple(s // 2 for s in changes["shape"]))
+            changes.setdefault("num_groups", 2)
         state = self.state | changes
-        state["shape"] = _check(state["norm"], self.layout, state["shape"], state["num_groups"])
+        state["shape"] = _check(state["norm"], layout, state["shape"], state["num_groups"])
         state["cell"] = tuple(min(int(i), s - 1) for i, s in zip(state["cell"], state["shape"]))
-        self.state = state
-        sel = describe(self.tensor(), state["norm"], self.layout, state["cell"], state["num_groups"])
-        if self._art is None or self._art.shape != sel.shape:
-            self._art = BlockArtists(self.ax, sel.shape, self.layout, fontsize=12)
+        x = self._x if self._x is not None and tuple(self._x.shape) == state["shape"] else self._new_tensor(state["shape"])
+        sel = describe(x, state["norm"], layout, state["cell"], state["num_groups"])
+        self.layout, self.state = layout, state        # only after it worked
+        if self._art is None or (self._art.layout, self._art.shape) != (layout, sel.shape):
+            self._art = BlockArtists(self.ax, sel.shape, layout, fontsize=12)
         self._art.show(sel.group_ids, sel.members, sel.cell)
         self.selection = sel
         if self._widget is not None:
@@ -474,40 +486,69 @@ class AxesExplorer:
 
     def _build(self):
         import ipywidgets as w
-        names = ("N", "C", "H", "W") if self.layout == "image" else ("B", "S", "E")
+        self._style = {"description_width": "70px"}
         st = self.state
-        style = {"description_width": "70px"}
+        self._layout = w.ToggleButtons(options=[("图像 (N, C, H, W)", "image"), ("文本 (B, S, E)", "text")],
+                                       value=self.layout, description="布局", style=self._style)
         self._norm = w.Dropdown(options=[(LABELS[n], n) for n in NORMS], value=st["norm"],
-                                description="归一化", style=style)
-        self._sizes = [w.IntSlider(value=v, min=2 if i < 2 else 1, max=6 if i < 2 else (4 if self.layout == "image" else 8),
-                                   description=f"大小 {n}", style=style, continuous_update=False)
-                       for i, (n, v) in enumerate(zip(names, st["shape"]))]
-        self._idx = [w.IntSlider(value=c, min=0, max=s - 1, description=f"格子 {n.lower()}", style=style)
-                     for n, c, s in zip(names, st["cell"], st["shape"])]
-        self._groups = w.Dropdown(description="组数 G", style=style)
-        self._refresh_group_options()
+                                description="归一化", style=self._style)
+        self._groups = w.Dropdown(description="组数 G", style=self._style)
         resample = w.Button(description="重新抽样 x (resample)")
+        self._size_box, self._idx_box = w.VBox(), w.VBox()
+        self._make_sliders()
         self._image = w.Image(format="png", value=self.png())
         self._panel = w.HTML(_html_panel(self.selection))
+        self._layout.observe(self._on_layout, names="value")
+        self._norm.observe(self._on_change, names="value")
+        self._groups.observe(self._on_change, names="value")
+        resample.on_click(lambda _: self.update(seed=self.seed + 1))
+        controls = w.HBox([w.VBox([self._norm, self._groups, resample]), self._size_box, self._idx_box])
+        return w.VBox([self._layout, controls, self._image, self._panel])
 
-        def on_change(_=None):
+    def _make_sliders(self) -> None:
+        """Size and cell sliders for the current layout (rebuilt when the layout changes)."""
+        import ipywidgets as w
+        names = ("N", "C", "H", "W") if self.layout == "image" else ("B", "S", "E")
+        st, longest = self.state, 4 if self.layout == "image" else 8
+        self._sizes = [w.IntSlider(value=v, min=2 if i < 2 else 1, max=6 if i < 2 else longest,
+                                   description=f"大小 {n}", style=self._style, continuous_update=False)
+                       for i, (n, v) in enumerate(zip(names, st["shape"]))]
+        self._idx = [w.IntSlider(value=c, min=0, max=s - 1, description=f"格子 {n.lower()}", style=self._style)
+                     for n, c, s in zip(names, st["cell"], st["shape"])]
+        for c in [*self._sizes, *self._idx]:
+            c.observe(self._on_change, names="value")
+        self._size_box.children, self._idx_box.children = tuple(self._sizes), tuple(self._idx)
+        self._busy, busy = True, self._busy
+        try:
+            self._refresh_group_options()
+        finally:
+            self._busy = busy
+        self._groups.disabled = st["norm"] != "groupnorm"
+
+    def _on_layout(self, change) -> None:
+        self._show_errors(lambda: self.update(layout=change["new"], num_groups=2))
+        self._make_sliders()
+
+    def _on_change(self, _=None) -> None:
+        if self._busy:  # our own adjustments below must not trigger a second redraw
+            return
+        self._busy = True
+        try:
             shape = tuple(s.value for s in self._sizes)
             for sl, s in zip(self._idx, shape):
                 sl.max = s - 1
             self._refresh_group_options()
             self._groups.disabled = self._norm.value != "groupnorm"
-            try:
-                self.update(norm=self._norm.value, shape=shape, num_groups=self._groups.value,
-                            cell=tuple(sl.value for sl in self._idx))
-            except (ValueError, IndexError) as err:   # e.g. InstanceNorm with H = W = 1: say why, keep going
-                self._panel.value = f"<div style='color:#b00020;font-size:14px'>{html.escape(str(err))}</div>"
+        finally:
+            self._busy = False
+        self._show_errors(lambda: self.update(norm=self._norm.value, shape=shape, num_groups=self._groups.value,
+                                              cell=tuple(sl.value for sl in self._idx)))
 
-        for c in [self._norm, self._groups, *self._sizes, *self._idx]:
-            c.observe(on_change, names="value")
-        resample.on_click(lambda _: self.update(seed=self.seed + 1))
-        self._groups.disabled = st["norm"] != "groupnorm"
-        controls = w.HBox([w.VBox([self._norm, self._groups, resample]), w.VBox(self._sizes), w.VBox(self._idx)])
-        return w.VBox([controls, self._image, self._panel])
+    def _show_errors(self, action) -> None:
+        try:
+            action()
+        except (ValueError, IndexError) as err:   # e.g. InstanceNorm with H = W = 1: say why, keep going
+            self._panel.value = f"<div style='color:#b00020;font-size:14px'>{html.escape(str(err))}</div>"
 
     def _refresh_group_options(self) -> None:
         channels = self._sizes[1].value if self.layout == "image" else self._sizes[2].value

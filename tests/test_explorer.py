@@ -149,6 +149,13 @@ def test_widget_builds_and_reacts_without_a_browser():
     e._norm.value = "instancenorm"
     e._sizes[2].value, e._sizes[3].value = 1, 1   # one pixel: InstanceNorm cannot train; the panel says why
     assert "至少需要 2 个空间位置" in e._panel.value
+    e._layout.value = "text"                      # switch layout: three size sliders, default (B, S, E)
+    assert e.selection.layout == "text" and e.selection.shape == ex.DEFAULT_SHAPE["text"]
+    assert len(e._sizes) == 3 and e._idx[2].max == ex.DEFAULT_SHAPE["text"][2] - 1
+    e._norm.value = "batchnorm"
+    assert e.selection.n_groups == ex.DEFAULT_SHAPE["text"][2]      # one statistic per feature E
+    e._idx[2].value = 1
+    assert e.selection.cell[2] == 1
     t = ex.AxesExplorer("text", norm="layernorm_text", cell=(0, 1, 2))
     assert t.selection.group_size == 8 and t.selection.lines["mean"] == "x.mean(dim=-1)"
 
@@ -170,3 +177,17 @@ def test_bad_input_gets_a_clear_chinese_error():
         ex.groups("groupnorm", (2, 6, 2, 2), num_groups=4)
     with pytest.raises(IndexError, match="超出"):
         ex.describe(torch.randn(2, 3, 4), "batchnorm", "text", (0, 3, 0))
+
+
+def test_each_control_change_redraws_once():
+    """A slider move may adjust other controls (cell range, G options); it must still redraw once."""
+    e = ex.AxesExplorer("image")
+    _ = e.widget
+    calls = []
+    real_update = e.update
+    e.update = lambda **kw: calls.append(kw) or real_update(**kw)
+    e._sizes[1].value = 4          # C: 6 -> 4 changes the cell slider's range and the G options
+    e._idx[1].value = 0
+    e._norm.value = "groupnorm"
+    e._layout.value = "text"
+    assert len(calls) == 4
