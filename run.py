@@ -4,6 +4,9 @@
     python3 run.py course    # 创建 .venv（若缺失）并在 JupyterLab 中打开课程第一课
     python3 run.py test      # 创建 .venv（若缺失）并运行全部测试（pytest + nbval 执行所有 notebook）
 
+    python3 run.py book      # 离线构建静态网页版课程 build/book/html/index.html
+    python3 run.py slides    # 为每课生成 reveal.js 幻灯片 build/slides/*.slides.html
+
 Both create the virtual environment in .venv/ at the repository root when it is missing
 (or when pyproject.toml / requirements-tested.txt changed since it was made). Nothing
 else needs to be installed by hand. Only the standard library is used here, so this
@@ -65,7 +68,7 @@ def ensure_env() -> Path:
         return py
     say("安装依赖 (installing dependencies: torch 2.13.0 CPU, JupyterLab, ...)，首次约需 1–3 分钟 ...")
     t0 = time.time()
-    base = [py, "-m", "pip", "install", "--disable-pip-version-check", "-e", ".[test]"]
+    base = [py, "-m", "pip", "install", "--disable-pip-version-check", "-e", ".[test,book]"]
     code = run(base + ["-c", LOCK]) if LOCK.exists() else 1
     if code != 0:
         say("按测试过的精确版本 (requirements-tested.txt) 安装失败，改用 pyproject.toml 的版本范围重试 ...")
@@ -85,6 +88,24 @@ def configure_jupyter() -> None:
     settings.mkdir(parents=True, exist_ok=True)
     overrides = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}
     (settings / "overrides.json").write_text(json.dumps(overrides, indent=2))
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def ensure_browser() -> None:
+    """Debian's Chromium and a CJK font for the real-browser tests (Playwright never downloads one).
+    Installed with apt-get when running as root on Debian/Ubuntu (CI); otherwise those tests skip."""
+    if CHROMIUM.exists() or not sys.platform.startswith("linux"):
+        return
+    if shutil.which("apt-get") and hasattr(os, "geteuid") and os.geteuid() == 0:
+        say("安装 Chromium 与中文字体供浏览器测试使用 (apt-get install chromium fonts-noto-cjk) ...")
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        if run(["apt-get", "update", "-qq"], env=env) == 0:
+            run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", "chromium", "fonts-noto-cjk"], env=env)
+    if not CHROMIUM.exists():
+        say("未找到 /usr/bin/chromium：浏览器测试将跳过 (browser tests will be skipped)。"
+            "Debian/Ubuntu 上可运行 sudo apt-get install chromium fonts-noto-cjk。")
 
 
 def export_notebooks(py: Path, out: Path, keep_existing: bool) -> None:
@@ -113,6 +134,7 @@ def cmd_course(args: list[str]) -> int:
 def cmd_test(args: list[str]) -> int:
     """pytest for normlab plus nbval over every notebook, two workers, one notebook per worker."""
     py = ensure_env()
+    ensure_browser()
     t0 = time.time()
     nbdir = ROOT / "build" / "nbval"
     export_notebooks(py, nbdir, keep_existing=False)
@@ -141,7 +163,17 @@ def cmd_freeze(args: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"course": cmd_course, "test": cmd_test, "freeze": cmd_freeze}
+def cmd_book(args: list[str]) -> int:
+    """Build the static book offline: build/book/html/index.html."""
+    return run([ensure_env(), ROOT / "tools" / "book.py", "book", *args])
+
+
+def cmd_slides(args: list[str]) -> int:
+    """Build reveal.js lecture slides for every notebook: build/slides/NN_name.slides.html."""
+    return run([ensure_env(), ROOT / "tools" / "book.py", "slides", *args])
+
+
+COMMANDS = {"course": cmd_course, "test": cmd_test, "book": cmd_book, "slides": cmd_slides, "freeze": cmd_freeze}
 
 
 def main() -> int:

@@ -18,7 +18,8 @@ def _norm(req: str) -> str:
 
 def test_environment_yml_matches_pyproject():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    wanted = {_norm(r) for r in project["dependencies"] + project["optional-dependencies"]["test"]}
+    extras = [r for reqs in project["optional-dependencies"].values() for r in reqs]
+    wanted = {_norm(r) for r in project["dependencies"] + extras}
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     pip_sections = [d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d]
     assert len(pip_sections) == 1, "environment.yml needs exactly one pip: section"

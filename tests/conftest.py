@@ -1,0 +1,113 @@
+"""Shared fixtures for the real-browser tests: Debian's Chromium driven by Playwright,
+the built book served on localhost, and a JupyterLab server on localhost."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import http.server
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = Path(os.environ.get("NORMLAB_CHROMIUM", "/usr/bin/chromium"))
+ARTIFACTS = ROOT / "build" / "artifacts"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """A headless Chromium; skipped where none is installed, but never in CI."""
+    if not CHROMIUM.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"CI needs {CHROMIUM} for the browser tests (run.py test installs it as root)")
+        pytest.skip(f"no Chromium at {CHROMIUM}: apt-get install chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def serve(directory: Path):
+    """Serve a folder on 127.0.0.1 from a background thread; returns (base_url, server)."""
+    handler = functools.partial(QuietHandler, directory=str(directory))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}", server
+
+
+@pytest.fixture(scope="session")
+def book_url():
+    """Build the book (executing the notebooks) and serve it on 127.0.0.1."""
+    subprocess.run([sys.executable, str(ROOT / "tools" / "book.py"), "book"], cwd=ROOT, check=True)
+    url, server = serve(ROOT / "build" / "book" / "html")
+    yield url
+    server.shutdown()
+
+
+@pytest.fixture(scope="session")
+def slides_url(book_url):
+    """Build the slides (from the notebooks the book fixture executed) and serve them."""
+    subprocess.run([sys.executable, str(ROOT / "tools" / "book.py"), "slides"], cwd=ROOT, check=True)
+    url, server = serve(ROOT / "build" / "slides")
+    yield url
+    server.shutdown()
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # keep pytest's output readable
+        pass
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory):
+    """A JupyterLab server on 127.0.0.1 over fresh .ipynb copies of the course notebooks."""
+    workdir = tmp_path_factory.mktemp("lab")
+    subprocess.run([sys.executable, str(ROOT / "tools" / "notebooks.py"), "export", "--out", str(workdir)],
+                   cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    port, token = free_port(), secrets.token_hex(16)
+    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
+           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={workdir}",
+           "--ServerApp.allow_root=True", "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    log = open(workdir / "server.log", "w")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, MPLBACKEND="module://matplotlib_inline.backend_inline"))
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(120):
+        with contextlib.suppress(OSError):
+            urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=1)
+            break
+        time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail("JupyterLab did not start:\n" + (workdir / "server.log").read_text()[-3000:])
+    yield {"base": base, "token": token, "dir": workdir}
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    return ARTIFACTS

@@ -1,0 +1,242 @@
+"""Build the static book and the lecture slides from the executed notebooks, offline.
+
+    python tools/book.py book      # -> build/book/html/index.html
+    python tools/book.py slides    # -> build/slides/NN_name.slides.html (reveal.js, vendored)
+
+Both first execute the notebooks (two at a time) into build/executed/, skipping any whose
+source and normlab code are unchanged since the last execution. Run with the .venv's Python
+(run.py does: `python3 run.py book`, `python3 run.py slides`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import nbformat
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import notebooks as nbtools  # noqa: E402
+
+ROOT = nbtools.ROOT
+BUILD = ROOT / "build"
+EXECUTED = BUILD / "executed"
+BOOK_SRC = BUILD / "book_src"
+BOOK_OUT = BUILD / "book"
+SLIDES_OUT = BUILD / "slides"
+VENDOR = ROOT / "book" / "vendor"
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+WIDGET_NOTE = ('<div class="normlab-widget-note">交互控件 (widget)：在 JupyterLab 中运行本 notebook '
+               '即可拖动操作（<code>python3 run.py course</code>）；网页版请看同一节的静态图。</div>')
+
+
+def source_hash(src: Path) -> str:
+    """Hash of the notebook source and all of normlab: an unchanged hash needs no re-execution."""
+    h = hashlib.sha256(src.read_bytes())
+    for f in sorted((ROOT / "normlab").rglob("*.py")):
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def execute_all(jobs: int = 2) -> list[Path]:
+    """Execute every course notebook that changed, `jobs` at a time; fail loudly on an error."""
+    todo = []
+    for src in nbtools.sources():
+        out = EXECUTED / (src.stem + ".ipynb")
+        if out.exists() and nbformat.read(out, 4).metadata.get("normlab_hash") == source_hash(src):
+            print(f"[normlab] {src.stem}: unchanged, reusing build/executed/{out.name}")
+            continue
+        todo.append(src)
+
+    def run_one(src: Path) -> int:
+        return subprocess.call([sys.executable, str(ROOT / "tools" / "notebooks.py"), "execute", src.stem],
+                               cwd=ROOT, stderr=subprocess.DEVNULL)
+
+    t0 = time.time()
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        codes = list(pool.map(run_one, todo))
+    failed = [s.stem for s, c in zip(todo, codes) if c != 0]
+    for src, code in zip(todo, codes):
+        if code == 0:
+            out = EXECUTED / (src.stem + ".ipynb")
+            nb = nbformat.read(out, 4)
+            nb.metadata["normlab_hash"] = source_hash(src)
+            nbformat.write(nb, out)
+    if todo:
+        print(f"[normlab] executed {len(todo)} notebook(s) in {time.time() - t0:.0f} s")
+    if failed:
+        raise SystemExit(f"[normlab] notebook(s) failed to execute: {', '.join(failed)}")
+    return [EXECUTED / (s.stem + ".ipynb") for s in nbtools.sources()]
+
+
+def static_widgets(nb: nbformat.NotebookNode) -> None:
+    """Replace live widget outputs (which need a kernel) by a note; the static figures stay."""
+    nb.metadata.pop("widgets", None)
+    for cell in nb.cells:
+        for i, out in enumerate(cell.get("outputs", [])):
+            if WIDGET_MIME in out.get("data", {}):
+                cell.outputs[i] = nbformat.v4.new_output("display_data", data={"text/html": WIDGET_NOTE})
+
+
+def stage_book() -> Path:
+    """Assemble build/book_src: config, intro, toc, executed notebooks, their sources, MathJax.
+
+    MathJax 3 (vendored in book/vendor/mathjax) goes to _extra/, not _static/: Jupyter Book 1
+    would inject every .js file under _static/ into every page."""
+    notebooks = execute_all()
+    if BOOK_SRC.exists():
+        shutil.rmtree(BOOK_SRC)
+    (BOOK_SRC / "notebooks").mkdir(parents=True)
+    (BOOK_SRC / "nb_sources").mkdir()
+    (BOOK_SRC / "_static").mkdir()
+    for name in ("_config.yml", "intro.md", "favicon.png"):
+        shutil.copy(ROOT / "book" / name, BOOK_SRC / name)
+    shutil.copytree(VENDOR / "mathjax", BOOK_SRC / "_extra" / "mathjax")
+    # The theme logs a console error when no light/dark mode was ever chosen: default to light.
+    (BOOK_SRC / "_static" / "normlab.js").write_text(
+        'if (!document.documentElement.dataset.mode) { document.documentElement.dataset.mode = "light"; }\n')
+    chapters = []
+    for path in notebooks:
+        nb = nbformat.read(path, 4)
+        static_widgets(nb)
+        src_name = path.stem + ".md"
+        shutil.copy(ROOT / "notebooks" / src_name, BOOK_SRC / "nb_sources" / src_name)
+        link = nbformat.v4.new_markdown_cell(
+            f"本页源文件 (source)：{{download}}`notebooks/{src_name} <../nb_sources/{src_name}>`"
+            f" · 在本地运行：`python3 run.py course`")
+        nb.cells.insert(1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0, link)
+        nbformat.write(nb, BOOK_SRC / "notebooks" / path.name)
+        chapters.append(f"  - file: notebooks/{path.stem}")
+    toc = "# generated by tools/book.py from notebooks/ in course order\nformat: jb-book\nroot: intro\nchapters:\n"
+    (BOOK_SRC / "_toc.yml").write_text(toc + "\n".join(chapters) + "\n")
+    write_sphinx_conf(BOOK_SRC)
+    return BOOK_SRC
+
+
+def write_sphinx_conf(src: Path) -> None:
+    """Let Jupyter Book translate _config.yml into conf.py, then drop what needs the network:
+    sphinx-thebe (loads thebe from a CDN and, in JB 1.0.4, declares THEBE_JS_URL twice)."""
+    jb = Path(sys.executable).parent / "jupyter-book"
+    subprocess.run([str(jb), "config", "sphinx", str(src)], check=True, stdout=subprocess.DEVNULL)
+    conf = (src / "conf.py").read_text()
+    conf = conf.replace("'sphinx_thebe', ", "").replace("'sphinx_comments', ", "")
+    conf += "\nhtml_extra_path = ['_extra']\nmathjax_path = '../mathjax/tex-mml-chtml.js'\n"
+    (src / "conf.py").write_text(conf)
+
+
+def build_book() -> Path:
+    src = stage_book()
+    t0 = time.time()
+    html = BOOK_OUT / "html"
+    if html.exists():
+        shutil.rmtree(html)
+    code = subprocess.call([sys.executable, "-m", "sphinx", "-b", "html", "-W", "-n", "--keep-going", "-q",
+                            str(src), str(html)], cwd=ROOT)
+    if code != 0:
+        raise SystemExit(f"[normlab] the book build failed (exit {code}): see the warnings above")
+    index = html / "index.html"
+    print(f"[normlab] book built in {time.time() - t0:.0f} s -> {index.relative_to(ROOT)}")
+    return index
+
+
+def slide_types(nb: nbformat.NotebookNode) -> None:
+    """Default slide layout where the source sets none: a heading starts a slide, a figure
+    gets a sub-slide of its own (large when projected), everything else continues the slide.
+    Cells with ``slideshow`` metadata in the source (e.g. speaker notes) keep theirs."""
+    for cell in nb.cells:
+        meta = cell.metadata.setdefault("slideshow", {})
+        if "slide_type" in meta:
+            continue
+        text = cell.source.lstrip()
+        has_figure = any("image/png" in o.get("data", {}) for o in cell.get("outputs", []))
+        if cell.cell_type == "markdown" and (text.startswith("# ") or text.startswith("## ")):
+            meta["slide_type"] = "slide"
+        elif cell.cell_type == "markdown" and text.startswith("### "):
+            meta["slide_type"] = "subslide"
+        elif has_figure:  # the figure alone, large; its code stays in the notebook and the book
+            meta["slide_type"] = "subslide"
+            cell.metadata.setdefault("tags", []).append("slides-hide-input")
+        else:
+            meta["slide_type"] = "-"
+
+
+def build_slides() -> list[Path]:
+    from nbconvert import SlidesExporter
+
+    notebooks = execute_all()
+    SLIDES_OUT.mkdir(parents=True, exist_ok=True)
+    import jupyter_server_mathjax
+
+    shutil.copytree(VENDOR, SLIDES_OUT / "vendor", dirs_exist_ok=True, ignore=shutil.ignore_patterns("mathjax"))
+    shutil.copy(ROOT / "book" / "favicon.png", SLIDES_OUT / "vendor" / "favicon.png")
+    # nbconvert's reveal template speaks MathJax 2 (MathJax.Hub): take it from jupyter-server-mathjax
+    shutil.copytree(Path(jupyter_server_mathjax.__file__).parent / "static", SLIDES_OUT / "vendor" / "mathjax2",
+                    dirs_exist_ok=True)
+    from nbconvert.preprocessors import TagRemovePreprocessor
+    from traitlets.config import Config
+
+    config = Config()
+    config.TagRemovePreprocessor.remove_input_tags = ("slides-hide-input",)
+    config.SlidesExporter.preprocessors = [TagRemovePreprocessor]
+    exporter = SlidesExporter(
+        config=config,
+        reveal_url_prefix="vendor/reveal.js", require_js_url="vendor/require.js",
+        jquery_url="vendor/jquery.min.js", mathjax_url="vendor/mathjax2/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe",
+        mermaid_js_url="./vendor/mermaid-stub.js", mermaid_layout_elk_js_url="",
+        reveal_theme="white", reveal_transition="none", reveal_scroll=True,
+        reveal_width="1280", reveal_height="800", exclude_input_prompt=True, exclude_output_prompt=True)
+    written = []
+    for path in notebooks:
+        nb = nbformat.read(path, 4)
+        static_widgets(nb)
+        slide_types(nb)
+        body, _ = exporter.from_notebook_node(nb)
+        head = f'<link rel="icon" href="vendor/favicon.png"><style>{SLIDE_CSS}</style>{MATHJAX2_FONTS}</head>'
+        body = body.replace("</head>", head, 1)
+        out = SLIDES_OUT / (path.stem + ".slides.html")
+        out.write_text(body, encoding="utf-8")
+        written.append(out)
+    print(f"[normlab] {len(written)} slide deck(s) -> {SLIDES_OUT.relative_to(ROOT)}/ (open one in a browser; "
+          f"press S for speaker notes)")
+    return written
+
+
+# The pip-shipped MathJax 2 has the STIX-Web fonts only (not the TeX fonts it would ask for).
+MATHJAX2_FONTS = """<script type="text/x-mathjax-config">
+MathJax.Hub.Config({"HTML-CSS": {availableFonts: [], preferredFont: null, webFont: "STIX-Web", imageFont: null}});
+</script>"""
+
+# Readable when projected: larger text, figures fill the width, code stays compact.
+SLIDE_CSS = """
+.reveal .slides { text-align: left; }
+.reveal .jp-RenderedHTMLCommon, .reveal .jp-RenderedHTMLCommon p, .reveal .jp-RenderedHTMLCommon li { font-size: 28px; line-height: 1.45; }
+.reveal .jp-RenderedHTMLCommon h1 { font-size: 48px; } .reveal .jp-RenderedHTMLCommon h2 { font-size: 40px; }
+.reveal .jp-RenderedHTMLCommon table { font-size: 22px; }
+.reveal .jp-RenderedHTMLCommon td, .reveal .jp-RenderedHTMLCommon th { font-size: 22px; }
+.reveal .jp-RenderedImage img { width: 95%; max-height: 680px; object-fit: contain; }
+.reveal .jp-InputArea pre, .reveal .highlight pre, .reveal .jp-OutputArea pre { font-size: 18px; line-height: 1.3; }
+"""
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("what", choices=["book", "slides", "execute"])
+    args = ap.parse_args(argv)
+    if args.what == "book":
+        build_book()
+    elif args.what == "slides":
+        build_slides()
+    else:
+        execute_all()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
