@@ -20,7 +20,8 @@ OUTPUT_FINGERPRINT = """() => Array.from(document.querySelectorAll(
 
 
 def run_all(page, lab, name: str) -> None:
-    page.goto(f"{lab['base']}/lab/tree/{name}.ipynb?token={lab['token']}")
+    # a workspace of its own (reset), so no tab of an earlier test is open beside it
+    page.goto(f"{lab['base']}/lab/workspaces/t{name}/tree/{name}.ipynb?reset&token={lab['token']}")
     page.wait_for_selector(".jp-Notebook", timeout=60000)
     # the kernel is connected once the status bar says so; Run All before that is dropped
     page.wait_for_selector(".jp-StatusBar-TextItem:has-text('| Idle')", timeout=60000)
