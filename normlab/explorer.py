@@ -293,8 +293,22 @@ def _as_blocks(shape: Sequence[int]) -> tuple[int, int, int]:
     return (shape[0], shape[1], int(np.prod(shape[2:])))
 
 
-def _cell_xy(k: int, r: int, c: int, cols: int) -> tuple[float, float]:
-    return k * (cols + GAP) + c, r
+def _per_row(blocks: tuple[int, int, int], max_units: float = 40.0) -> int:
+    """Slices per row: all in one row unless that gets too wide, then wrap onto two or more."""
+    n, _, cols = blocks
+    return max(1, min(n, int((max_units + GAP) // (cols + GAP))))
+
+
+def _origin(k: int, blocks: tuple[int, int, int]) -> tuple[float, float]:
+    """Top-left corner of slice k (slices wrap onto new rows, 2.6 units apart)."""
+    _, rows, cols = blocks
+    per_row = _per_row(blocks)
+    return (k % per_row) * (cols + GAP), (k // per_row) * (rows + 2.6)
+
+
+def _cell_xy(k: int, r: int, c: int, blocks: tuple[int, int, int]) -> tuple[float, float]:
+    x0, y0 = _origin(k, blocks)
+    return x0 + c, y0 + r
 
 
 def _boundaries(ids3: np.ndarray) -> list[list[tuple[float, float]]]:
@@ -302,13 +316,13 @@ def _boundaries(ids3: np.ndarray) -> list[list[tuple[float, float]]]:
     n, rows, cols = ids3.shape
     segs = []
     for k in range(n):
-        x0 = k * (cols + GAP)
+        x0, y0 = _origin(k, ids3.shape)
         for r in range(rows):
             for c in range(cols):
                 if c + 1 < cols and ids3[k, r, c] != ids3[k, r, c + 1]:
-                    segs.append([(x0 + c + 1, r), (x0 + c + 1, r + 1)])
+                    segs.append([(x0 + c + 1, y0 + r), (x0 + c + 1, y0 + r + 1)])
                 if r + 1 < rows and ids3[k, r, c] != ids3[k, r + 1, c]:
-                    segs.append([(x0 + c, r + 1), (x0 + c + 1, r + 1)])
+                    segs.append([(x0 + c, y0 + r + 1), (x0 + c + 1, y0 + r + 1)])
     return segs
 
 
@@ -323,7 +337,7 @@ class BlockArtists:
         ax.set_aspect("equal")
         polys = [[(x, y), (x + 1, y), (x + 1, y + 1), (x, y + 1)]
                  for k in range(n) for r in range(rows) for c in range(cols)
-                 for x, y in [_cell_xy(k, r, c, cols)]]
+                 for x, y in [_cell_xy(k, r, c, self.blocks)]]
         self.cells = PolyCollection(polys, facecolors=BASE, edgecolors="white", linewidths=0.8)
         ax.add_collection(self.cells)
         self.walls = LineCollection([], colors=EDGE, linewidths=2.2)
@@ -332,17 +346,21 @@ class BlockArtists:
         ax.add_patch(self.pick)
         a0, a1, a2 = AXES[layout]
         for k in range(n):
-            x0 = k * (cols + GAP)
-            ax.add_patch(Rectangle((x0, 0), cols, rows, fill=False, edgecolor=EDGE, linewidth=1.2))
-            if layout == "image" and 1 < shape[3] < cols:   # dotted ticks where a new image row h starts
+            x0, y0 = _origin(k, self.blocks)
+            ax.add_patch(Rectangle((x0, y0), cols, rows, fill=False, edgecolor=EDGE, linewidth=1.2))
+            if layout == "image" and 1 < shape[3] < cols:   # small ticks where a new image row h starts
                 for h in range(1, shape[2]):
-                    ax.plot([x0 + h * shape[3]] * 2, [rows, rows + 0.18], color="#555555", lw=1)
-            ax.text(x0 + cols / 2, -0.3, f"{a0.lower()}={k}", ha="center", va="bottom", fontsize=fontsize)
-            ax.text(x0 + cols / 2, rows + 0.3, f"{a2} →", ha="center", va="top", fontsize=fontsize * 0.85,
+                    ax.plot([x0 + h * shape[3]] * 2, [y0 + rows, y0 + rows + 0.18], color="#555555", lw=1)
+            ax.text(x0 + cols / 2, y0 - 0.3, f"{a0.lower()}={k}", ha="center", va="bottom", fontsize=fontsize)
+            ax.text(x0 + cols / 2, y0 + rows + 0.3, f"{a2} →", ha="center", va="top", fontsize=fontsize * 0.85,
                     color="#555555")
-        ax.text(-0.3, rows / 2, f"{a1} ↓", ha="right", va="center", fontsize=fontsize * 0.85, color="#555555")
-        ax.set_xlim(-1.6, n * (cols + GAP) - GAP + 0.2)
-        ax.set_ylim(rows + 1.25, -1.3)
+            if x0 == 0:
+                ax.text(-0.3, y0 + rows / 2, f"{a1} ↓", ha="right", va="center", fontsize=fontsize * 0.85,
+                        color="#555555")
+        per_row = _per_row(self.blocks)
+        n_rows = -(-n // per_row)
+        ax.set_xlim(-1.6, per_row * (cols + GAP) - GAP + 0.2)
+        ax.set_ylim((n_rows - 1) * (rows + 2.6) + rows + 1.25, -1.3)
 
     def column(self, cell: Sequence[int]) -> int:
         """Column of a cell in its slice: e for text, h*W + w for images."""
@@ -355,7 +373,7 @@ class BlockArtists:
         self.walls.set_segments(_boundaries(ids.reshape(n, rows, cols).numpy()))
         self.pick.set_visible(cell is not None)
         if cell is not None:
-            self.pick.set_xy(_cell_xy(int(cell[0]), int(cell[1]), self.column(cell), cols))
+            self.pick.set_xy(_cell_xy(int(cell[0]), int(cell[1]), self.column(cell), self.blocks))
 
 
 def draw_blocks(ax, ids: Tensor, layout: str, cell: Sequence[int], title: str | None = None,
@@ -424,7 +442,8 @@ class AxesExplorer:
         self.fig = Figure(figsize=(9, 3.6), dpi=dpi)
         # a fixed layout: the style's constrained layout would re-run (and warn) on every redraw
         self.fig.set_layout_engine(PlaceHolderLayoutEngine(adjust_compatible=True, colorbar_gridspec=False))
-        self.ax = self.fig.add_axes((0, 0, 1, 1))
+        self.ax = self.fig.add_axes((0, 0, 1, 0.86))
+        self.title = self.fig.text(0.5, 0.97, "", ha="center", va="top", fontsize=14)
         self._art: BlockArtists | None = None
         self._x: Tensor | None = None
         self._widget = None
@@ -461,12 +480,25 @@ class AxesExplorer:
         self.layout, self.state = layout, state        # only after it worked
         if self._art is None or (self._art.layout, self._art.shape) != (layout, sel.shape):
             self._art = BlockArtists(self.ax, sel.shape, layout, fontsize=12)
+            self._fit_height()
         self._art.show(sel.group_ids, sel.members, sel.cell)
+        g = f" (G={sel.num_groups})" if sel.norm == "groupnorm" else ""
+        self.title.set_text(f"{LABELS[sel.norm]}{g}：{sel.n_groups} 组统计量，每组 {sel.group_size} 个元素")
         self.selection = sel
         if self._widget is not None:
             self._image.value = self.png()
             self._panel.value = _html_panel(sel)
         return sel
+
+    def _fit_height(self, max_width: float = 9.0, title: float = 0.45) -> None:
+        """Size the figure to the blocks' aspect ratio (cells at most 0.5 in), without empty bands."""
+        x0, x1 = self.ax.get_xlim()
+        y1, y0 = self.ax.get_ylim()
+        width = min(max_width, 0.5 * (x1 - x0))
+        blocks = min(max(width * (y1 - y0) / (x1 - x0), 1.2), 5.5)
+        self.fig.set_size_inches(max(width, 4.5), blocks + title)
+        self.ax.set_position((0, 0, 1, blocks / (blocks + title)))
+        self.title.set_y(1 - 0.08 / (blocks + title))
 
     def png(self) -> bytes:
         buf = io.BytesIO()

@@ -18,6 +18,9 @@ import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 from normlab import explorer as ex  # noqa: E402
+from normlab import viz  # noqa: E402
+
+viz.use_style(quiet=True)  # the course style with its CJK font, as normlab.setup() sets in notebooks
 
 SHAPES = {"image": [(2, 4, 3, 2), (3, 6, 1, 4)], "text": [(2, 5, 4), (3, 2, 6)]}
 CASES = [(norm, layout, shape) for layout in ex.LAYOUTS for shape in SHAPES[layout] for norm in ex.NORMS]
