@@ -68,3 +68,18 @@ def test_table_text_and_html():
     assert "<td>批归一化</td>" in t._repr_html_()
     with pytest.raises(ValueError, match="列"):
         viz.Table([(1, 2, 3)], ["a", "b"])
+
+
+def test_pip_shipped_font_is_used_when_the_system_has_none(monkeypatch, tmp_path):
+    """A learner without root and without system CJK fonts still gets real glyphs (mplfonts)."""
+    monkeypatch.setattr(viz, "SYSTEM_CJK_FONTS", ())
+    viz.find_cjk_font.cache_clear()
+    try:
+        name = viz.find_cjk_font()
+        bundled = viz._bundled_cjk_font()
+        assert bundled is not None and "mplfonts" in str(bundled)
+        assert name == font_manager.FontProperties(fname=str(bundled)).get_name()
+        charmap = FT2Font(str(bundled)).get_charmap()
+        assert all(ord(ch) in charmap for ch in "批归一化")
+    finally:
+        viz.find_cjk_font.cache_clear()
