@@ -146,11 +146,14 @@ def dependence_groups(fn: Callable[[Tensor], Tensor], shape: Sequence[int]) -> T
     """
     shape = tuple(shape)
     n = int(np.prod(shape))
-    params = list(fn.parameters()) if isinstance(fn, nn.Module) else []
-    dtype = params[0].dtype if params else torch.float64        # a float32 nn.Module gets float32 input
     g = torch.Generator().manual_seed(1234)
-    x = (torch.randn(shape, generator=g, dtype=torch.float64) * 1.7 + 0.3).to(dtype).requires_grad_(True)
-    y = fn(x).reshape(-1)
+    x64 = torch.randn(shape, generator=g, dtype=torch.float64) * 1.7 + 0.3
+    try:
+        x = x64.clone().requires_grad_(True)
+        y = fn(x).reshape(-1)
+    except RuntimeError:                 # a float32 layer refuses float64 input: probe it in float32
+        x = x64.float().requires_grad_(True)
+        y = fn(x).reshape(-1)
     parent = list(range(n))
 
     def root(i: int) -> int:

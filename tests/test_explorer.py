@@ -135,6 +135,14 @@ def test_source_material_BE_plane_is_not_batchnorm_on_text():
     assert len(bn_text) == 5 and len(be_plane) == 4   # one per feature E vs one per position S
 
 
+def test_any_function_can_be_probed():
+    """ConvNeXt-style LN (permute, LayerNorm(C), permute back) is the image layout's layernorm_text."""
+    ln = nn.LayerNorm(4)                                               # float32 parameters
+    convnext_ln = lambda x: ln(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)  # noqa: E731
+    got = partition(ex.groups(convnext_ln, (2, 4, 3, 2)))
+    assert got == partition(ex.groups("layernorm_text", (2, 4, 3, 2), "image")) and len(got) == 2 * 3 * 2
+
+
 def test_widget_builds_and_reacts_without_a_browser():
     e = ex.AxesExplorer("image")
     w = e.widget
