@@ -1,0 +1,192 @@
+"""The gradient-flow widget: stack 2 to 128 blocks and watch activations and gradients per layer.
+
+``curves(...)`` is the pure part: build a stack (fixed seed), push a fixed random batch through it,
+backpropagate ``probes.default_loss`` and return per-layer activation std and gradient norm.
+Same settings, same curves. ``GradFlow`` keeps one matplotlib figure and moves its lines in
+place on every control change (tools/bench_gradflow.py times that; the goal is < 100 ms).
+``static_figure()`` is the fallback for the book (no kernel there).
+"""
+
+from __future__ import annotations
+
+import html
+import io
+from dataclasses import dataclass
+
+import torch
+import numpy as np
+import PIL.Image
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.layout_engine import PlaceHolderLayoutEngine
+from matplotlib.ticker import NullFormatter
+
+from . import blocks, probes
+
+__all__ = ["DEFAULTS", "Curves", "curves", "GradFlow", "static_figure", "LABELS"]
+
+DEFAULTS = dict(depth=24, wiring="pre", norm="layernorm", scaling="none", width=64)
+LABELS = {"plain": "无残差 plain", "post": "Post-Norm", "pre": "Pre-Norm", "sandwich": "三明治 sandwich",
+          "deepnorm": "DeepNorm", "layernorm": "LayerNorm", "rmsnorm": "RMSNorm", "none": "无 none",
+          "rezero": "ReZero", "layerscale": "LayerScale", "gpt2": "GPT-2 1/√(2N)"}
+BATCH = 64
+
+
+@dataclass(frozen=True)
+class Curves:
+    """Per layer i = 1..N: std of the layer's output, ||dL/dh_i||, ||dL/dW_fc2||; and the loss."""
+
+    act_std: tuple[float, ...]
+    grad_norm: tuple[float, ...]
+    fc2_grad: tuple[float, ...]
+    loss: float
+
+    @property
+    def grad_ratio(self) -> float:
+        """||dL/dh_1|| / ||dL/dh_N||: > 1 gradients grow towards the input, < 1 they vanish."""
+        return self.grad_norm[0] / self.grad_norm[-1] if self.grad_norm[-1] > 0 else float("nan")
+
+
+def curves(depth: int = 24, wiring: str = "pre", norm: str = "layernorm", scaling: str = "none",
+           width: int = 64, seed: int = 0) -> Curves:
+    """Build the stack with ``seed``, one forward + backward on a fixed N(0, 1) batch of 64 rows."""
+    stack = blocks.build_stack(depth, width, wiring, norm, scaling=scaling, seed=seed)
+    x = torch.randn(BATCH, width, generator=torch.Generator().manual_seed(seed + 1))
+    p = probes.probe(stack, x)
+    return Curves(tuple(p.act_std), tuple(p.grad_norm), tuple(p.weight_grad_of("fc2.weight")), p.loss)
+
+
+def _describe(st: dict, c: Curves) -> str:
+    return (f"{LABELS[st['wiring']]} · {LABELS[st['norm']]} · 缩放 {LABELS[st['scaling']]} · "
+            f"N={st['depth']} · 宽 width={st['width']}    "
+            f"||∂L/∂h_1|| / ||∂L/∂h_N|| = {c.grad_ratio:.3g}")
+
+
+class GradFlow:
+    """Per-layer activation std and gradient norm (log scale) for a stack you configure.
+
+    The grey dashed lines are the previous setting, so a change shows as a difference.
+    """
+
+    def __init__(self, dpi: int = 80, **settings) -> None:
+        self.state = DEFAULTS | settings
+        self.fig = Figure(figsize=(10, 3.6), dpi=dpi)
+        # a fixed layout: the style's constrained layout would re-run (~120 ms) on every redraw
+        self.fig.set_layout_engine(PlaceHolderLayoutEngine(adjust_compatible=True, colorbar_gridspec=False))
+        self.fig.subplots_adjust(left=0.07, right=0.98, bottom=0.16, top=0.84, wspace=0.22)
+        self.ax_act, self.ax_grad = self.fig.subplots(1, 2)
+        for ax, title in ((self.ax_act, "激活的标准差 activation std"),
+                          (self.ax_grad, "梯度范数 ||∂L/∂h_i||  (对数 log)")):
+            ax.set_yscale("log")
+            ax.yaxis.set_minor_formatter(NullFormatter())   # minor log labels: many texts, slow to draw
+            ax.set_xlabel("层 layer i")
+            ax.set_title(title)
+            ax.grid(True, alpha=0.3)
+        kw = dict(lw=2.2, color="C0", marker="o", ms=3)
+        ghost = dict(lw=1.2, color="0.6", ls="--")
+        self._prev_act, = self.ax_act.plot([], [], **ghost, label="上一个设置 previous")
+        self._prev_grad, = self.ax_grad.plot([], [], **ghost)
+        self._act, = self.ax_act.plot([], [], **kw, label="当前 current")
+        self._grad, = self.ax_grad.plot([], [], **kw)
+        self.ax_act.legend(loc="upper left", fontsize=9)
+        self._title = self.fig.suptitle("", fontsize=11)
+        self.curves: Curves | None = None
+        self._widget = None
+        self.update()
+
+    def update(self, **changes) -> Curves:
+        """Apply changes (depth, wiring, norm, scaling, width), recompute, move the lines in place."""
+        state = self.state | changes
+        c = curves(**state)                     # raises a Chinese ValueError on a bad combination
+        if self.curves is not None:
+            n_prev = len(self.curves.act_std)
+            self._prev_act.set_data(range(1, n_prev + 1), self.curves.act_std)
+            self._prev_grad.set_data(range(1, n_prev + 1), self.curves.grad_norm)
+        self.state, self.curves = state, c
+        layers = range(1, len(c.act_std) + 1)
+        self._act.set_data(layers, c.act_std)
+        self._grad.set_data(layers, c.grad_norm)
+        self._rescale()
+        self._title.set_text(_describe(state, c))
+        if self._widget is not None:
+            self._image.value = self.png()
+            self._status.value = ""
+        return c
+
+    def _rescale(self) -> None:
+        for ax, lines in ((self.ax_act, (self._act, self._prev_act)), (self.ax_grad, (self._grad, self._prev_grad))):
+            ys = [y for ln in lines for y in ln.get_ydata() if y > 0] or [1.0]   # all zero (e.g. ReZero on plain)
+            xs = [x for ln in lines for x in ln.get_xdata()]
+            lo, hi = min(ys), max(ys)
+            ax.set_ylim(lo / 2, hi * 2)          # a factor 2 margin on the log axis
+            ax.set_xlim(0.5, max(xs) + 0.5)
+
+    def png(self) -> bytes:
+        """One Agg draw of the fixed frame, encoded fast (savefig would draw twice and fit a tight box)."""
+        canvas = FigureCanvasAgg(self.fig) if not isinstance(self.fig.canvas, FigureCanvasAgg) else self.fig.canvas
+        canvas.draw()
+        buf = io.BytesIO()
+        PIL.Image.fromarray(np.asarray(canvas.buffer_rgba())).save(buf, format="png", compress_level=1)
+        return buf.getvalue()
+
+    # --- ipywidgets wiring (thin: all logic is in update/curves)
+    @property
+    def widget(self):
+        if self._widget is None:
+            self._widget = self._build()
+        return self._widget
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+        display(self.widget)
+
+    def _build(self):
+        import ipywidgets as w
+        st, style = self.state, {"description_width": "80px"}
+        opt = lambda names: [(LABELS[n], n) for n in names]
+        controls = {
+            "depth": w.IntSlider(value=st["depth"], min=2, max=128, description="层数 depth", style=style,
+                                 continuous_update=False),
+            "wiring": w.Dropdown(options=opt(blocks.WIRINGS), value=st["wiring"], description="连接 wiring", style=style),
+            "norm": w.Dropdown(options=opt(blocks.NORMS), value=st["norm"], description="归一化 norm", style=style),
+            "scaling": w.Dropdown(options=opt(blocks.SCALINGS), value=st["scaling"], description="残差缩放", style=style),
+            "width": w.Dropdown(options=[16, 32, 64, 128, 256], value=st["width"], description="宽度 width", style=style),
+        }
+        self._image = w.Image(format="png", value=self.png())
+        self._status = w.HTML("")
+
+        def on_change(_=None):
+            try:
+                self.update(**{k: c.value for k, c in controls.items()})
+            except ValueError as err:            # e.g. Post-Norm without a norm: say why, keep going
+                self._status.value = f"<div style='color:#b00020;font-size:14px'>{html.escape(str(err))}</div>"
+
+        for c in controls.values():
+            c.observe(on_change, names="value")
+        box = w.HBox([w.VBox([controls["depth"], controls["width"]]),
+                      w.VBox([controls["wiring"], controls["norm"], controls["scaling"]])])
+        return w.VBox([box, self._status, self._image])
+
+
+def static_figure(depth: int = 48, width: int = 64,
+                  settings: tuple[tuple[str, str, str], ...] = (("plain", "layernorm", "none"),
+                                                                 ("post", "layernorm", "none"),
+                                                                 ("pre", "layernorm", "none"),
+                                                                 ("pre", "none", "none"),
+                                                                 ("pre", "none", "rezero"),
+                                                                 ("deepnorm", "layernorm", "none"))):
+    """The book's fallback: several (wiring, norm, scaling) settings at one depth, on shared axes."""
+    import matplotlib.pyplot as plt
+    fig, (ax_a, ax_g) = plt.subplots(1, 2, figsize=(12, 4.2))
+    for k, (wiring, norm, scaling) in enumerate(settings):
+        c = curves(depth, wiring, norm, scaling, width)
+        label = f"{LABELS[wiring]} · {LABELS[norm]}" + ("" if scaling == "none" else f" · {LABELS[scaling]}")
+        layers = range(1, depth + 1)
+        ax_a.plot(layers, c.act_std, color=f"C{k}", lw=2, label=label)
+        ax_g.plot(layers, [max(g, 1e-30) for g in c.grad_norm], color=f"C{k}", lw=2, label=label)
+    for ax, title in ((ax_a, "激活的标准差 activation std"), (ax_g, "梯度范数 ||∂L/∂h_i||")):
+        ax.set_yscale("log")
+        ax.set_xlabel("层 layer i")
+        ax.set_title(f"{title}，N={depth}，宽 {width}")
+    ax_g.legend(fontsize=9, loc="best")
+    return fig

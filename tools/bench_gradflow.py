@@ -1,0 +1,66 @@
+"""Time one interaction of the gradient-flow widget (goal: under 100 ms on a 2-core CPU).
+
+    .venv/bin/python tools/bench_gradflow.py [--repeats 5]
+
+An interaction is what a control's callback does: ``GradFlow.update(...)`` (build the stack,
+forward + backward with probes, move the lines in place) plus encoding the PNG the widget shows.
+Prints the median and 90th percentile per kind of interaction, at the default sizes
+(depth 24, width 64, batch 64) and at the largest depth.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import matplotlib  # noqa: E402
+
+matplotlib.use("Agg")
+
+import normlab  # noqa: E402
+from normlab import gradflow  # noqa: E402
+from normlab.viz import Table  # noqa: E402
+
+INTERACTIONS = {
+    "换连接 wiring": [{"wiring": w} for w in ("post", "pre", "sandwich", "deepnorm", "plain", "pre")],
+    "换归一化 norm": [{"norm": n} for n in ("rmsnorm", "layernorm", "rmsnorm", "layernorm")],
+    "残差缩放 scaling": [{"scaling": s} for s in ("rezero", "layerscale", "gpt2", "none")],
+    "层数 depth 2..48": [{"depth": d} for d in (2, 8, 16, 32, 48, 24)],
+    "宽度 width 16..128": [{"width": w} for w in (16, 32, 128, 64)],
+    "层数 depth 128 (最大)": [{"depth": 128}, {"depth": 120}],
+}
+
+
+def bench(repeats: int) -> list[list]:
+    rows = []
+    for name, steps in INTERACTIONS.items():
+        g = gradflow.GradFlow()
+        times = []
+        for _ in range(repeats):
+            for change in steps:
+                t = time.perf_counter()
+                g.update(**change)
+                g.png()
+                times.append((time.perf_counter() - t) * 1e3)
+        times.sort()
+        rows.append([name, len(times), statistics.median(times), times[int(0.9 * (len(times) - 1))]])
+    return rows
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeats", type=int, default=5)
+    args = p.parse_args()
+    normlab.setup()
+    rows = bench(args.repeats)
+    print(Table(rows, ["交互 interaction", "次数 n", "中位数 median ms", "p90 ms"], floatfmt=".1f",
+                title="gradflow: one update + PNG, defaults depth 24 / width 64 / batch 64"))
+
+
+if __name__ == "__main__":
+    main()
