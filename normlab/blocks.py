@@ -26,13 +26,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["WIRINGS", "NORMS", "SCALINGS", "SUBLAYERS", "MLP", "SelfAttention", "Residual", "Block",
+__all__ = ["WIRINGS", "NORMS", "SCALINGS", "SUBLAYERS", "MLP", "SelfAttention", "CrossAttention", "Residual", "Block",
            "Stack", "build_stack", "SequenceModel", "deepnorm_constants"]
 
 WIRINGS = ("plain", "post", "pre", "sandwich", "deepnorm")
 NORMS = ("layernorm", "rmsnorm", "none")
 SCALINGS = ("none", "rezero", "layerscale", "gpt2")
-SUBLAYERS = ("mlp", "transformer")
+SUBLAYERS = ("mlp", "transformer", "decoder")
 
 
 def _choice(value: str, allowed: tuple[str, ...], what: str) -> str:
@@ -86,6 +86,24 @@ class SelfAttention(nn.Module):
         return self.out_proj(y.transpose(1, 2).reshape(b, s, w))
 
 
+class CrossAttention(SelfAttention):
+    """Queries from x, keys and values from a fixed ``memory`` (1, M, width): a decoder's attention to
+    the encoder output. Here the memory is a fixed random tensor standing in for an encoder."""
+
+    def __init__(self, width: int, memory: Tensor, heads: int = 4) -> None:
+        super().__init__(width, heads, causal=False)
+        self.register_buffer("memory", memory, persistent=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.dim() == 2:
+            return self.forward(x[:, None])[:, 0]
+        b, s, w = x.shape
+        mem = self.memory.expand(b, -1, -1)
+        split = lambda t: t.view(b, t.shape[1], self.heads, w // self.heads).transpose(1, 2)
+        y = F.scaled_dot_product_attention(split(self.q_proj(x)), split(self.k_proj(mem)), split(self.v_proj(mem)))
+        return self.out_proj(y.transpose(1, 2).reshape(b, s, w))
+
+
 class Residual(nn.Module):
     """One sublayer F with its Add & Norm, wired as ``wiring`` (see the module docstring)."""
 
@@ -121,19 +139,24 @@ class Residual(nn.Module):
 
 
 class Block(nn.Module):
-    """A layer of the stack: one MLP sublayer, or attention then MLP (a Transformer layer)."""
+    """A layer of the stack: one MLP sublayer ("mlp"); self-attention then MLP ("transformer");
+    or causal self-attention, cross-attention to ``memory``, then MLP ("decoder", 3 sublayers)."""
 
     def __init__(self, width: int, sublayer: str = "mlp", heads: int = 4, causal: bool = False,
-                 act: str = "relu", **wiring) -> None:
+                 act: str = "relu", memory: Tensor | None = None, **wiring) -> None:
         super().__init__()
         _choice(sublayer, SUBLAYERS, "sublayer")
-        self.attn = (Residual(SelfAttention(width, heads, causal), width, **wiring)
-                     if sublayer == "transformer" else None)
+        self.attn = (Residual(SelfAttention(width, heads, causal or sublayer == "decoder"), width, **wiring)
+                     if sublayer != "mlp" else None)
+        self.cross = (Residual(CrossAttention(width, memory, heads), width, **wiring)
+                      if sublayer == "decoder" else None)
         self.mlp = Residual(MLP(width, act=act), width, **wiring)
 
     def forward(self, x: Tensor) -> Tensor:
         if self.attn is not None:
             x = self.attn(x)
+        if self.cross is not None:
+            x = self.cross(x)
         return self.mlp(x)
 
 
@@ -190,6 +213,8 @@ def build_stack(depth: int, width: int = 64, wiring: str = "pre", norm: str = "l
                 seed: int | None = 0) -> Stack:
     """N = ``depth`` blocks of the given wiring, Xavier init, and a final norm.
 
+    sublayer="decoder": every layer cross-attends to one fixed N(0, 1) memory of 8 positions.
+
     final_norm=None: a final norm for pre/sandwich (they leave the stream unnormalised), none otherwise.
     deepnorm: alpha, beta = deepnorm_constants(N) with N = number of residual sublayers' layers.
     """
@@ -204,7 +229,8 @@ def build_stack(depth: int, width: int = 64, wiring: str = "pre", norm: str = "l
     if seed is not None:
         torch.manual_seed(seed)
     alpha, beta = deepnorm_constants(depth) if wiring == "deepnorm" else (1.0, None)
-    blocks = [Block(width, sublayer, heads, causal, act, wiring=wiring, norm=norm, scaling=scaling,
+    memory = torch.randn(1, 8, width) if sublayer == "decoder" else None   # stands in for an encoder output
+    blocks = [Block(width, sublayer, heads, causal, act, memory, wiring=wiring, norm=norm, scaling=scaling,
                     alpha=alpha, layerscale_init=layerscale_init) for _ in range(depth)]
     if final_norm is None:
         final_norm = wiring in ("pre", "sandwich")
@@ -218,13 +244,13 @@ class SequenceModel(nn.Module):
 
     def __init__(self, vocab: int, seq_len: int, depth: int, width: int = 64, wiring: str = "pre",
                  norm: str = "layernorm", heads: int = 4, causal: bool = False, seed: int | None = 0,
-                 **stack_kwargs) -> None:
+                 sublayer: str = "transformer", **stack_kwargs) -> None:
         super().__init__()
         if seed is not None:
             torch.manual_seed(seed)
         self.tok = nn.Embedding(vocab, width)                    # entries ~ N(0, 1)
         self.pos = nn.Parameter(torch.randn(seq_len, width))     # learned positions, N(0, 1)
-        self.stack = build_stack(depth, width, wiring, norm, "transformer", heads=heads, causal=causal,
+        self.stack = build_stack(depth, width, wiring, norm, sublayer, heads=heads, causal=causal,
                                  seed=None, **stack_kwargs)
         self.head = nn.Linear(width, vocab)
 

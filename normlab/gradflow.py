@@ -169,7 +169,7 @@ class GradFlow:
 
 
 def static_figure(depth: int = 48, width: int = 64,
-                  settings: tuple[tuple[str, str, str], ...] = (("plain", "layernorm", "none"),
+                  settings: tuple[tuple[str, str, str], ...] = (("plain", "none", "none"),
                                                                  ("post", "layernorm", "none"),
                                                                  ("pre", "layernorm", "none"),
                                                                  ("pre", "none", "none"),
@@ -183,10 +183,10 @@ def static_figure(depth: int = 48, width: int = 64,
         label = f"{LABELS[wiring]} · {LABELS[norm]}" + ("" if scaling == "none" else f" · {LABELS[scaling]}")
         layers = range(1, depth + 1)
         ax_a.plot(layers, c.act_std, color=f"C{k}", lw=2, label=label)
-        ax_g.plot(layers, [max(g, 1e-30) for g in c.grad_norm], color=f"C{k}", lw=2, label=label)
+        ax_g.plot(layers, c.grad_norm, color=f"C{k}", lw=2, label=label)
     for ax, title in ((ax_a, "激活的标准差 activation std"), (ax_g, "梯度范数 ||∂L/∂h_i||")):
         ax.set_yscale("log")
         ax.set_xlabel("层 layer i")
         ax.set_title(f"{title}，N={depth}，宽 {width}")
-    ax_g.legend(fontsize=9, loc="best")
+    ax_a.legend(fontsize=9, loc="best")
     return fig

@@ -1,6 +1,7 @@
 """The warm-up experiment: train Post-LN with and without learning-rate warm-up, and Pre-LN.
 
-    .venv/bin/python -m normlab.warmup --full      # the larger version (more steps, 3 seeds)
+    .venv/bin/python -m normlab.warmup             # the notebook's settings, 3 seeds, as a table
+    .venv/bin/python -m normlab.warmup --full      # twice the steps, 3 seeds
 
 Schedule (Xiong et al. 2020, §3.2, Eq. 1 style): lr(t) = lr_max * min(1, t / T_warmup), then constant.
 """
@@ -16,6 +17,7 @@ from tqdm.auto import tqdm
 
 from .blocks import SequenceModel
 from .tasks import Task, make_task
+from .viz import Table
 
 __all__ = ["warmup_lr", "Run", "train", "experiment", "SETTINGS"]
 
@@ -34,11 +36,17 @@ class Run:
     warmup: int
     seed: int
     losses: list[float] = field(default_factory=list)
+    lrs: list[float] = field(default_factory=list)
+    model: SequenceModel | None = field(default=None, repr=False)
 
     def final(self, last: int = 20) -> float:
         """Mean loss over the last ``last`` steps (less noisy than the very last one)."""
         tail = self.losses[-last:]
         return sum(tail) / len(tail)
+
+    def steps_to(self, threshold: float = 0.5) -> int | None:
+        """First step whose loss is below ``threshold`` (None: never within the run)."""
+        return next((t for t, v in enumerate(self.losses) if v < threshold), None)
 
 
 def train(task: Task, wiring: str, warmup: int, steps: int, lr: float, depth: int, width: int,
@@ -47,7 +55,7 @@ def train(task: Task, wiring: str, warmup: int, steps: int, lr: float, depth: in
     model = SequenceModel(task.vocab, task.seq_len, depth, width, wiring=wiring, seed=seed)
     opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98))
     gen = torch.Generator().manual_seed(1000 + seed)
-    run = Run(label or f"{wiring}, warmup={warmup}", wiring, warmup, seed)
+    run = Run(label or f"{wiring}, warmup={warmup}", wiring, warmup, seed, model=model)
     bar = tqdm(range(steps), desc=run.label, leave=False, disable=not progress)
     for step in bar:
         for g in opt.param_groups:
@@ -58,6 +66,7 @@ def train(task: Task, wiring: str, warmup: int, steps: int, lr: float, depth: in
         loss.backward()
         opt.step()
         run.losses.append(loss.item())
+        run.lrs.append(opt.param_groups[0]["lr"])
         if step % 20 == 0:
             bar.set_postfix(loss=f"{loss.item():.3f}")
     return run
@@ -74,21 +83,27 @@ def experiment(size: str = "small", seeds: tuple[int, ...] = (0,), progress: boo
     s = SETTINGS[size]
     task = make_task(s["task"], s["vocab"], s["seq_len"])
     common = dict(steps=s["steps"], lr=s["lr"], depth=s["depth"], width=s["width"], batch=s["batch"], progress=progress)
-    runs = []
-    for seed in seeds:
-        runs.append(train(task, "post", 0, seed=seed, label="Post-LN 无预热 (no warm-up)", **common))
-        runs.append(train(task, "post", s["warmup"], seed=seed, label="Post-LN 有预热 (warm-up)", **common))
-        runs.append(train(task, "pre", 0, seed=seed, label="Pre-LN 无预热 (no warm-up)", **common))
+    runs, threads = [], torch.get_num_threads()
+    torch.set_num_threads(1)          # tiny matrices: one thread is faster, and no result depends on the core count
+    try:
+        for seed in seeds:
+            runs.append(train(task, "post", 0, seed=seed, label="Post-LN 无预热 (no warm-up)", **common))
+            runs.append(train(task, "post", s["warmup"], seed=seed, label="Post-LN 有预热 (warm-up)", **common))
+            runs.append(train(task, "pre", 0, seed=seed, label="Pre-LN 无预热 (no warm-up)", **common))
+    finally:
+        torch.set_num_threads(threads)
     return runs
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--full", action="store_true", help="the larger version (3 seeds, more steps)")
+    p.add_argument("--full", action="store_true", help="the larger version (400 steps instead of 200); both run 3 seeds")
     args = p.parse_args()
-    runs = experiment("full" if args.full else "small", seeds=(0, 1, 2) if args.full else (0,))
-    for r in runs:
-        print(f"seed {r.seed}  {r.label:32s} final loss {r.final():.4f}")
+    size = "full" if args.full else "small"
+    runs = experiment(size, seeds=(0, 1, 2), progress=False)
+    rows = [[r.seed, r.label, r.final(), r.steps_to(0.5) if r.steps_to(0.5) is not None else "从未 never"] for r in runs]
+    print(Table(rows, ["seed", "设置 setting", "最后 20 步平均损失 final loss", "loss<0.5 的步数 steps"],
+                title=f"warm-up experiment ({size}): {SETTINGS[size]}"))
 
 
 if __name__ == "__main__":
