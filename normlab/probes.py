@@ -159,20 +159,25 @@ def streams(model: nn.Module, x: Tensor, layers: Sequence[nn.Module] | None = No
     return seen
 
 
-def jacobian_norms(layers: Sequence[nn.Module], x: Tensor) -> list[float]:
-    """Spectral norm ||d h_i / d h_{i-1}||_2 of each layer at one input vector x (shape (width,)).
+def jacobian_norms(layers: Sequence[nn.Module], x: Tensor, kind: str = "spectral") -> list[float]:
+    """Norm of each layer's Jacobian d h_i / d h_{i-1} at one input vector x (shape (width,)).
 
-    The chain rule makes dh_N/dh_0 the product of these Jacobians, so the product of their
-    norms bounds how much a gradient can grow or shrink through the stack.
+    kind="spectral": ||J||_2, the largest stretch of any direction; the product over layers bounds
+                     the end-to-end Jacobian's norm (chain rule), often loosely.
+    kind="rms":      ||J||_F / sqrt(n_out), the root-mean-square singular value: how much a typical
+                     (random) direction is stretched.
     """
     if not isinstance(x, Tensor) or x.dim() != 1:
         raise ValueError("jacobian_norms 期望一个一维向量 x (expected a 1-D input vector of shape (width,)).")
+    if kind not in ("spectral", "rms"):
+        raise ValueError(f"kind 应为 'spectral' 或 'rms'，实际 {kind!r} (kind expected 'spectral' or 'rms').")
     norms = []
     h = x.detach()
     for layer in layers:
         f = lambda v, layer=layer: layer(v[None])[0]
         jac = torch.autograd.functional.jacobian(f, h)
-        norms.append(torch.linalg.matrix_norm(jac, ord=2).item())
+        norms.append(torch.linalg.matrix_norm(jac, ord=2).item() if kind == "spectral"
+                     else (jac.norm() / jac.shape[0] ** 0.5).item())
         with torch.no_grad():
             h = f(h)
     return norms

@@ -93,6 +93,8 @@ def test_streams_and_jacobian_norms():
     torch.testing.assert_close(hs[3], net(x))
     norms = probes.jacobian_norms(list(net), x[0])
     assert norms == pytest.approx([torch.linalg.svdvals(l.weight)[0].item() for l in net], rel=1e-9)
+    rms = probes.jacobian_norms(list(net), x[0], kind="rms")
+    assert rms == pytest.approx([(l.weight.norm() / 2).item() for l in net], rel=1e-9)   # ||W||_F / sqrt(4)
     res = blocks.Residual(nn.Linear(4, 4, bias=False).double(), 4, wiring="pre", norm="none")
     (j,) = probes.jacobian_norms([res], x[0])
     assert j == pytest.approx(torch.linalg.svdvals(torch.eye(4, dtype=torch.float64) + res.sublayer.weight)[0].item())
@@ -105,5 +107,7 @@ def test_bad_inputs():
         probes.probe(nn.Linear(2, 2), [1.0, 2.0], layers=[])
     with pytest.raises(ValueError, match="layers"):
         probes.probe(nn.Linear(2, 2), torch.randn(1, 2))
+    with pytest.raises(ValueError, match="kind"):
+        probes.jacobian_norms([nn.Linear(2, 2)], torch.randn(2), kind="frobenius")
     with pytest.raises(ValueError, match="1-D"):
         probes.jacobian_norms([nn.Linear(2, 2)], torch.randn(1, 2))
