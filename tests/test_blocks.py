@@ -131,3 +131,26 @@ def test_bad_input_gets_a_chinese_error(kwargs, word):
 def test_sequence_model_shapes():
     m = blocks.SequenceModel(vocab=11, seq_len=7, depth=2, width=16)
     assert m(torch.randint(0, 11, (3, 7))).shape == (3, 7, 11)
+
+
+def test_cross_attention_matches_torch_multihead_attention():
+    torch.manual_seed(0)
+    w, h = 16, 4
+    memory = torch.randn(1, 5, w)
+    ours = blocks.CrossAttention(w, memory, h)
+    ref = nn.MultiheadAttention(w, h, batch_first=True)
+    with torch.no_grad():
+        ref.in_proj_weight.copy_(torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight]))
+        ref.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
+        ref.out_proj.weight.copy_(ours.out_proj.weight)
+        ref.out_proj.bias.copy_(ours.out_proj.bias)
+    x = torch.randn(3, 7, w)
+    mem = memory.expand(3, -1, -1)
+    torch.testing.assert_close(ours(x), ref(x, mem, mem, need_weights=False)[0], atol=1e-5, rtol=1e-5)
+
+
+def test_decoder_block_has_three_sublayers_sharing_one_memory():
+    stack = blocks.build_stack(3, 16, "post", sublayer="decoder")
+    assert all(b.attn.sublayer.causal and b.cross is not None for b in stack.blocks)
+    assert stack.blocks[0].cross.sublayer.memory is stack.blocks[2].cross.sublayer.memory
+    assert stack(torch.randn(2, 5, 16)).shape == (2, 5, 16)

@@ -1,0 +1,88 @@
+"""normlab.placement, normlab.warmup and normlab.residuals: checked by hand-built equivalents."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from normlab import blocks, placement, residuals, tasks, warmup
+
+
+@pytest.fixture(scope="module")
+def task():
+    return tasks.make_task("reverse", vocab=8, seq_len=6)
+
+
+def _manual_forward(model, x, order):
+    """Run the blocks in ``order`` (a list of block indices or tuples meaning 'in parallel')."""
+    h = model.tok(x) + model.pos[: x.shape[1]]
+    bl = model.stack.blocks
+    for item in order:
+        h = (h + sum(bl[i](h) - h for i in item)) if isinstance(item, tuple) else bl[item](h)
+    return F.cross_entropy(model.head(model.stack.final_norm(h)).flatten(0, 1), x.flip(1).flatten()).item()
+
+
+def test_parallel_and_skip_match_hand_written_forward(task):
+    m = blocks.SequenceModel(8, 6, depth=4, width=16, wiring="pre", seed=1)
+    x, y = task.batch(5, torch.Generator().manual_seed(0))
+    assert placement.sequence_loss(m, x, y).item() == pytest.approx(_manual_forward(m, x, [0, 1, 2, 3]), rel=1e-6)
+    assert placement.parallel_pair_loss(m, x, y, 1) == pytest.approx(_manual_forward(m, x, [0, (1, 2), 3]), rel=1e-6)
+    assert placement.skip_layer_loss(m, x, y, 2) == pytest.approx(_manual_forward(m, x, [0, 1, 3]), rel=1e-6)
+    assert placement.parallel_pair_loss(m, x, y, 1) != pytest.approx(placement.sequence_loss(m, x, y).item())
+
+
+def test_parallel_pair_is_free_when_blocks_are_identity(task):
+    # ReZero blocks are the identity at init: sequential, parallel and skipped all give one loss
+    m = blocks.SequenceModel(8, 6, depth=3, width=16, wiring="pre", scaling="rezero", seed=0)
+    x, y = task.batch(4, torch.Generator().manual_seed(0))
+    full = placement.sequence_loss(m, x, y).item()
+    assert placement.parallel_pair_loss(m, x, y, 0) == pytest.approx(full, rel=1e-6)
+    assert placement.skip_layer_loss(m, x, y, 1) == pytest.approx(full, rel=1e-6)
+
+
+def test_parallel_pair_refuses_post_norm(task):
+    m = blocks.SequenceModel(8, 6, depth=3, width=16, wiring="post")
+    x, y = task.batch(2)
+    with pytest.raises(ValueError, match="Pre-Norm"):
+        placement.parallel_pair_loss(m, x, y, 0)
+
+
+def test_layer_similarity_by_hand():
+    m = blocks.SequenceModel(8, 6, depth=2, width=16, wiring="pre")
+    x = torch.randint(0, 8, (3, 6))
+    cos, change = placement.layer_similarity(m, x)
+    h0 = m.tok(x) + m.pos[:6]
+    h1 = m.stack.blocks[0](h0)
+    assert cos[0] == pytest.approx(F.cosine_similarity(h0, h1, dim=-1).mean().item(), rel=1e-5)
+    assert change[0] == pytest.approx(((h1 - h0).norm(dim=-1) / h0.norm(dim=-1)).mean().item(), rel=1e-5)
+
+
+def test_warmup_schedule_and_run_summary():
+    assert [warmup.warmup_lr(t, 1.0, 4) for t in range(6)] == [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
+    assert warmup.warmup_lr(0, 3e-3, 0) == 3e-3
+    r = warmup.Run("x", "post", 0, 0, losses=[3.0, 1.0, 0.4, 0.2])
+    assert r.steps_to(0.5) == 2 and r.steps_to(0.1) is None
+    assert r.final(last=2) == pytest.approx(0.3)
+
+
+def test_train_reduces_loss_and_restores_threads(task):
+    threads = torch.get_num_threads()
+    run = warmup.train(task, "pre", 0, steps=40, lr=3e-3, depth=2, width=16, batch=16, progress=False)
+    assert len(run.losses) == len(run.lrs) == 40
+    assert run.losses[0] == pytest.approx(math.log(8), abs=0.5)        # starts near chance
+    assert run.final(5) < run.losses[0]
+    assert torch.get_num_threads() == threads
+
+
+def test_digits_split_and_lesion_consistency():
+    x_tr, y_tr, x_te, y_te = residuals.digits()
+    assert x_tr.shape == (1200, 64) and x_te.shape == (597, 64)
+    assert 0 <= x_tr.min() and x_tr.max() <= 1 and set(y_tr.tolist()) == set(range(10))
+    net = residuals.DigitsNet(3, 16, "pre").eval()
+    # skipping nothing = the plain forward; skipping block i = running the others by hand
+    assert residuals.accuracy(net, x_te, y_te) == pytest.approx((net(x_te).argmax(-1) == y_te).float().mean().item())
+    h = net.embed(x_te)
+    h = net.stack.blocks[2](net.stack.blocks[0](h))
+    manual = (net.head(net.stack.final_norm(h)).argmax(-1) == y_te).float().mean().item()
+    assert residuals.lesion_accuracy(net, x_te, y_te)[1] == pytest.approx(manual)
