@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import io
+from functools import lru_cache
 from dataclasses import dataclass
 
 import torch
@@ -19,7 +20,7 @@ import PIL.Image
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.layout_engine import PlaceHolderLayoutEngine
-from matplotlib.ticker import NullFormatter
+from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, LogLocator, NullFormatter
 
 from . import blocks, probes
 
@@ -47,6 +48,7 @@ class Curves:
         return self.grad_norm[0] / self.grad_norm[-1] if self.grad_norm[-1] > 0 else float("nan")
 
 
+@lru_cache(maxsize=128)   # same settings, same curves: going back to a setting is instant
 def curves(depth: int = 24, wiring: str = "pre", norm: str = "layernorm", scaling: str = "none",
            width: int = 64, seed: int = 0) -> Curves:
     """Build the stack with ``seed``, one forward + backward on a fixed N(0, 1) batch of 64 rows."""
@@ -73,7 +75,7 @@ class GradFlow:
         self.fig = Figure(figsize=(10, 3.6), dpi=dpi)
         # a fixed layout: the style's constrained layout would re-run (~120 ms) on every redraw
         self.fig.set_layout_engine(PlaceHolderLayoutEngine(adjust_compatible=True, colorbar_gridspec=False))
-        self.fig.subplots_adjust(left=0.07, right=0.98, bottom=0.16, top=0.84, wspace=0.22)
+        self.fig.subplots_adjust(left=0.08, right=0.98, bottom=0.24, top=0.84, wspace=0.22)
         self.ax_act, self.ax_grad = self.fig.subplots(1, 2)
         for ax, title in ((self.ax_act, "激活的标准差 activation std"),
                           (self.ax_grad, "梯度范数 ||∂L/∂h_i||  (对数 log)")):
@@ -88,7 +90,7 @@ class GradFlow:
         self._prev_grad, = self.ax_grad.plot([], [], **ghost)
         self._act, = self.ax_act.plot([], [], **kw, label="当前 current")
         self._grad, = self.ax_grad.plot([], [], **kw)
-        self.ax_act.legend(loc="upper left", fontsize=9)
+        self.fig.legend(handles=[self._act, self._prev_act], loc="lower center", ncol=2, fontsize=9, frameon=False)
         self._title = self.fig.suptitle("", fontsize=11)
         self.curves: Curves | None = None
         self._widget = None
@@ -119,6 +121,12 @@ class GradFlow:
             xs = [x for ln in lines for x in ln.get_xdata()]
             lo, hi = min(ys), max(ys)
             ax.set_ylim(lo / 2, hi * 2)          # a factor 2 margin on the log axis
+            if hi / lo < 300:                    # narrow range: label 1-2-5 ticks as plain numbers
+                ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+                ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            else:                                # wide range: powers of ten, at most ~8 labels
+                ax.yaxis.set_major_locator(LogLocator(base=10, numticks=8))
+                ax.yaxis.set_major_formatter(LogFormatterSciNotation())
             ax.set_xlim(0.5, max(xs) + 0.5)
 
     def png(self) -> bytes:
