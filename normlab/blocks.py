@@ -190,7 +190,8 @@ def init_weights_(model: nn.Module, depth: int, scaling: str = "none", deepnorm_
     """Xavier-normal weights, zero biases (Xiong et al. 2020 §3.3 assume Xavier init).
 
     scaling="gpt2": fc2 / out_proj weights (they write into the residual stream) times 1/sqrt(2N),
-    as GPT-2's c_proj init std 0.02/sqrt(2*n_layer). deepnorm_beta: fc1, fc2, v_proj, out_proj
+    N = number of blocks, as GPT-2's c_proj init std 0.02/sqrt(2*n_layer) (2 residual layers per block;
+    an MLP-only stack has one per block, so this is a little stronger than GPT-2's 1/sqrt(#residuals)). deepnorm_beta: fc1, fc2, v_proj, out_proj
     use xavier_normal_(gain=beta), q_proj / k_proj gain 1 (DeepNet §4.3).
     """
     for name, module in model.named_modules():
