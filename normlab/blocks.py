@@ -178,6 +178,8 @@ def deepnorm_constants(layers: int) -> tuple[float, float]:
     """(alpha, beta) for an encoder-only / decoder-only stack of N layers (Wang et al. 2022, §4.3).
 
     Uses ``normlab.deepnorm`` when it exists; otherwise alpha = (2N)^(1/4), beta = (8N)^(-1/4).
+    TODO(lead): ``normlab.deepnorm`` (another lesson) had not landed when this was written; the call
+    below guesses its API as ``constants(architecture, layers) -> (alpha, beta)``; adjust it once it exists.
     """
     try:
         from . import deepnorm  # owned by the DeepNorm lesson
