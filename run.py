@@ -143,6 +143,7 @@ def cmd_test(args: list[str]) -> int:
     env = dict(os.environ, MPLBACKEND="Agg", PYTHONHASHSEED="0")
     code = run([py, "-m", "pytest", *targets, "--nbval-lax", "--nbval-current-env",
                 "--nbval-cell-timeout", "300", "-n", "2", "--dist", "loadscope", "-p", "no:cacheprovider",
+                "--durations", "15",
                 *args], env=env)
     say(f"测试用时 (test time): {time.time() - t0:.0f} s, exit code {code}")
     return code

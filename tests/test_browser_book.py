@@ -101,6 +101,10 @@ def test_slides_open_offline_and_advance(browser, slides_url, artifacts):
         page.wait_for_timeout(400)
         assert page.locator("section.present").first.inner_text() != first, f"{name}: the slides did not advance"
         assert page.evaluate(GLYPH_CHECK), f"{name}: Chinese text renders as boxes"
+        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=15000)
+        page.evaluate("() => MathJax.startup.promise")
+        raw_tex = page.evaluate(r"() => (document.querySelector('.slides').innerText.match(/\$[^$\s][^$]*\$/g) || []).length")
+        assert raw_tex == 0, f"{name}: {raw_tex} formulas left as raw $...$ text"
         page.screenshot(path=str(artifacts / f"slides_{name}.png"))
         page.close()
         assert not problems, f"{name}: {problems}"

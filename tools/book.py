@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
+import re
 import shutil
 import subprocess
 import sys
@@ -172,13 +172,9 @@ def build_slides() -> list[Path]:
 
     notebooks = execute_all()
     SLIDES_OUT.mkdir(parents=True, exist_ok=True)
-    import jupyter_server_mathjax
 
-    shutil.copytree(VENDOR, SLIDES_OUT / "vendor", dirs_exist_ok=True, ignore=shutil.ignore_patterns("mathjax"))
+    shutil.copytree(VENDOR, SLIDES_OUT / "vendor", dirs_exist_ok=True)
     shutil.copy(ROOT / "book" / "favicon.png", SLIDES_OUT / "vendor" / "favicon.png")
-    # nbconvert's reveal template speaks MathJax 2 (MathJax.Hub): take it from jupyter-server-mathjax
-    shutil.copytree(Path(jupyter_server_mathjax.__file__).parent / "static", SLIDES_OUT / "vendor" / "mathjax2",
-                    dirs_exist_ok=True)
     from nbconvert.preprocessors import TagRemovePreprocessor
     from traitlets.config import Config
 
@@ -188,7 +184,7 @@ def build_slides() -> list[Path]:
     exporter = SlidesExporter(
         config=config,
         reveal_url_prefix="vendor/reveal.js", require_js_url="vendor/require.js",
-        jquery_url="vendor/jquery.min.js", mathjax_url="vendor/mathjax2/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe",
+        jquery_url="vendor/jquery.min.js", mathjax_url="vendor/mathjax/tex-mml-chtml.js",
         mermaid_js_url="./vendor/mermaid-stub.js", mermaid_layout_elk_js_url="",
         reveal_theme="white", reveal_transition="none", reveal_scroll=True,
         reveal_width="1280", reveal_height="800", exclude_input_prompt=True, exclude_output_prompt=True)
@@ -198,8 +194,12 @@ def build_slides() -> list[Path]:
         static_widgets(nb)
         slide_types(nb)
         body, _ = exporter.from_notebook_node(nb)
-        head = f'<link rel="icon" href="vendor/favicon.png"><style>{SLIDE_CSS}</style>{MATHJAX2_FONTS}</head>'
+        head = f'<link rel="icon" href="vendor/favicon.png"><style>{SLIDE_CSS}</style></head>'
         body = body.replace("</head>", head, 1)
+        mathjax_tag = '<script src="vendor/mathjax/tex-mml-chtml.js">'
+        assert mathjax_tag in body and MATHJAX2_HOOK.search(body), "nbconvert's reveal template changed"
+        body = body.replace(mathjax_tag, MATHJAX3_CONFIG + mathjax_tag, 1)  # config must come first
+        body = MATHJAX2_HOOK.sub("var update = function(event){};", body, count=1)
         out = SLIDES_OUT / (path.stem + ".slides.html")
         out.write_text(body, encoding="utf-8")
         written.append(out)
@@ -208,10 +208,12 @@ def build_slides() -> list[Path]:
     return written
 
 
-# The pip-shipped MathJax 2 has the STIX-Web fonts only (not the TeX fonts it would ask for).
-MATHJAX2_FONTS = """<script type="text/x-mathjax-config">
-MathJax.Hub.Config({"HTML-CSS": {availableFonts: [], preferredFont: null, webFont: "STIX-Web", imageFont: null}});
-</script>"""
+# MathJax 3 (vendored) renders the slides' math; it must be configured before it loads, since
+# by default it does not treat $...$ as math. nbconvert's template still has a MathJax 2 hook
+# (MathJax.Hub on slide change): it is replaced, as MathJax 3 typesets every slide at load.
+MATHJAX3_CONFIG = """<script>window.MathJax = {tex: {inlineMath: [["$", "$"], ["\\\\(", "\\\\)"]],
+  displayMath: [["$$", "$$"], ["\\\\[", "\\\\]"]], processEscapes: true}};</script>"""
+MATHJAX2_HOOK = re.compile(r"var update = function\(event\)\{.*?\};", re.S)
 
 # Readable when projected: larger text, figures fill the width, code stays compact.
 SLIDE_CSS = """
