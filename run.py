@@ -128,7 +128,10 @@ def cmd_course(args: list[str]) -> int:
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
     cmd += [a for a in args if a != "--reset"]
-    return run(cmd)
+    if IS_WINDOWS:
+        return run(cmd)
+    os.chdir(ROOT)
+    os.execv(str(cmd[0]), [str(c) for c in cmd])  # JupyterLab takes over this process (Ctrl-C stops it)
 
 
 def cmd_test(args: list[str]) -> int:
