@@ -1,0 +1,437 @@
+"""The checks behind ``drills.check``: each compares the learner's code with torch's own
+functions (F.layer_norm, F.rms_norm, F.batch_norm, autograd in float64) and, when they differ,
+tests the usual wrong formulas to name the mistake."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from contextlib import contextmanager
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from .report import Finding, SubmissionError, guarded, short
+
+Check = Callable[[object], Finding]
+
+
+def close(a: Tensor, b: Tensor, tol: float = 1e-4) -> bool:
+    return a.shape == b.shape and bool(torch.allclose(a.double(), b.double(), atol=tol, rtol=tol))
+
+
+def which(got: Tensor, candidates: dict[str, Tensor], tol: float = 1e-4) -> str | None:
+    """Name of the first wrong formula that reproduces the learner's output, if any."""
+    for name, value in candidates.items():
+        if close(got, value, tol):
+            return name
+    return None
+
+
+def fail(id: str, message: str, x: Tensor | None = None, expected: object = None, got: object = None) -> Finding:
+    example = {}
+    if x is not None:
+        example["input"] = short(x)
+    if expected is not None:
+        example["expected"] = short(expected)
+    if got is not None:
+        example["got"] = short(got)
+    return Finding(id, False, message, example)
+
+
+def ok(id: str, message: str) -> Finding:
+    return Finding(id, True, message)
+
+
+@contextmanager
+def step(out: list[Finding], id: str):
+    """One group of checks: if the learner's code raises inside it, record that and go on with
+    the next group (a timeout stops everything: the code is likely to hang again)."""
+    try:
+        yield
+    except SubmissionError as err:
+        if "time limit" in str(err):
+            raise
+        out.append(Finding(id, False, f"你的代码报错了 (your code raised): {err}"))
+    except Exception as err:  # noqa: BLE001 - e.g. an attribute of the wrong type broke a check
+        out.append(Finding(id, False, f"检查无法进行 (the submission broke this check): {type(err).__name__}: {err}"))
+
+
+def output_of(module, x: Tensor) -> Tensor:
+    out = guarded(module, x)
+    if not isinstance(out, Tensor):
+        raise SubmissionError(f"forward 应返回 Tensor，实际返回 {type(out).__name__} (forward must return a Tensor)")
+    return out
+
+
+def set_param(module, name: str, value: Tensor) -> None:
+    p = getattr(module, name, None)
+    if not isinstance(p, torch.Tensor):
+        raise SubmissionError(f"找不到参数 self.{name} (parameter {name!r} missing)")
+    with torch.no_grad():
+        p.copy_(value.to(p.dtype))
+
+
+# ---------------------------------------------------------------- LayerNorm / RMSNorm (modules)
+def _wrong_ln(x: Tensor, dims: tuple[int, ...], w: Tensor, b: Tensor, eps: float) -> dict[str, Tensor]:
+    mu = x.mean(dims, keepdim=True)
+    var = ((x - mu) ** 2).mean(dims, keepdim=True)
+    n = math.prod(x.shape[d] for d in dims)
+    return {
+        "unbiased_variance": (x - mu) / torch.sqrt(var * n / (n - 1) + eps) * w + b,
+        "eps_outside_root": (x - mu) / (torch.sqrt(var) + eps) * w + b,
+        "no_affine": (x - mu) / torch.sqrt(var + eps),
+        "wrong_axis": F.layer_norm(x.transpose(0, -1).contiguous(), x.transpose(0, -1).shape[-len(dims):]).transpose(0, -1),
+    }
+
+
+MISTAKE_TEXT = {
+    "unbiased_variance": "用了无偏方差 (unbiased variance, 除以 n-1)。归一化用有偏方差 (biased, 除以 n)："
+                         "x.var(dim, unbiased=False) 或 ((x-mu)**2).mean(dim)",
+    "eps_outside_root": "ε 放在了根号外 (eps outside the square root)：应为 (x-mu)/sqrt(var+eps)，不是 (x-mu)/(std+eps)",
+    "no_affine": "没有乘 γ、加 β (missing the affine weight/bias)",
+    "wrong_axis": "归约轴不对 (reduced over the wrong axis)：LayerNorm 在最后 len(normalized_shape) 维上求统计量",
+    "centered": "RMSNorm 不减均值 (no mean subtraction)：y = x / sqrt(mean(x²)+ε) · γ",
+    "rms_eps_outside": "ε 放在了根号外：PyTorch 和 LLaMA 都是 x / sqrt(mean(x²) + ε)",
+    "rms_unbiased": "RMS 用的是平方和除以 n-1：应为 mean(x²)，即除以 n",
+}
+
+
+def ln_checks(impl, rms: bool = False) -> list[Finding]:
+    kind = "RMSNorm" if rms else "LayerNorm"
+    eps = 1e-6 if rms else 1e-5
+    out: list[Finding] = []
+    g = torch.Generator().manual_seed(0)
+
+    with step(out, "construct"):
+        _ln_params(impl, rms, kind, eps, out)
+    for id, shape_in, shape_norm in [("forward_3d", (2, 5, 8), (8,)), ("forward_tuple", (3, 4, 6), (4, 6))]:
+        with step(out, id):
+            out.append(_ln_case(impl, rms, eps, g, id, shape_in, shape_norm) or
+                       ok(id, f"输出与 torch 一致，输入形状 {shape_in}"))
+    with step(out, "tiny_inputs"):
+        out.append(_ln_case(impl, rms, eps, g, "tiny_inputs", (4, 8), (8,), scale=1e-3, offset=0.0, tol=1e-3)
+                   or ok("tiny_inputs", "|x|≈1e-3 时也一致（ε 的位置正确）"))
+    if not rms:
+        with step(out, "large_offset"):
+            big = _ln_case(impl, rms, eps, g, "large_offset", (4, 16), (16,), scale=1.0, offset=1e4, tol=2e-2)
+            if big is None:
+                out.append(ok("large_offset", "大偏移 (1e4) 输入下方差仍然准确"))
+            elif big.id == "large_offset":
+                big.message = ("输入带大偏移 (offset 1e4) 时结果错误：E[x²]−E[x]² 的单遍方差 (one-pass variance) "
+                               "在 float32 下发生灾难性抵消；先减均值再平方 (two-pass)")
+                out.append(big)
+            else:
+                out.append(big)
+    with step(out, "gradients"):
+        _ln_gradients(impl, rms, eps, g, out)
+    for dt, scale in [(torch.float16, 300.0 if rms else 3.0), (torch.bfloat16, 3.0)]:
+        id = f"half_{str(dt).replace('torch.', '')}"
+        with step(out, id):
+            _ln_half(impl, rms, eps, g, dt, scale, id, out)
+    return out
+
+
+def _ln_reference(x, shape, wv, bv, e, rms):
+    if rms:
+        return F.rms_norm(x.double(), shape, wv.double(), e).to(x.dtype)
+    return F.layer_norm(x.double(), shape, wv.double(), bv.double(), e).to(x.dtype)
+
+
+def _ln_params(impl, rms, kind, eps, out):
+    """Construction, parameter names, shapes and initial values."""
+    m = guarded(impl, 8, eps=eps)
+    w = getattr(m, "weight", None)
+    if not isinstance(w, torch.nn.Parameter) or tuple(w.shape) != (8,) or not torch.all(w == 1):
+        out.append(fail("params_weight", f"{kind}(8) 应有形状 (8,)、初值全 1 的 nn.Parameter self.weight (γ)。",
+                        got=w if isinstance(w, Tensor) else None))
+    else:
+        out.append(ok("params_weight", "weight (γ): 形状 (8,)，初值 1"))
+    params = dict(m.named_parameters()) if hasattr(m, "named_parameters") else {}
+    if rms:
+        extra = [n for n in params if n != "weight"]
+        out.append(ok("no_bias", "没有 β (RMSNorm has no bias)") if not extra else
+                   fail("no_bias", f"RMSNorm 只有 γ，没有 β 或其它参数；多出了 {extra} (RMSNorm keeps only the gain γ)"))
+    else:
+        b = getattr(m, "bias", None)
+        good = isinstance(b, torch.nn.Parameter) and tuple(b.shape) == (8,) and torch.all(b == 0)
+        out.append(ok("params_bias", "bias (β): 形状 (8,)，初值 0") if good else
+                   fail("params_bias", "LayerNorm(8) 应有形状 (8,)、初值全 0 的 nn.Parameter self.bias (β)。"))
+    m2 = guarded(impl, (4, 6), eps=eps)
+    w2 = getattr(m2, "weight", None)
+    out.append(ok("tuple_shape", "normalized_shape 可以是 tuple") if isinstance(w2, Tensor) and tuple(w2.shape) == (4, 6)
+               else fail("tuple_shape", "normalized_shape=(4, 6) 时 weight 的形状应为 (4, 6) (int or tuple normalized_shape)"))
+
+
+
+def _ln_case(impl, rms, eps, g, id, shape_in, shape_norm, scale=3.0, offset=1.0, tol=1e-4):
+    """Forward values against torch on one shape, with non-trivial gamma/beta; None when right."""
+    mod = guarded(impl, shape_norm if len(shape_norm) > 1 else shape_norm[0], eps=eps)
+    wv = torch.randn(shape_norm, generator=g) + 1
+    bv = torch.randn(shape_norm, generator=g)
+    set_param(mod, "weight", wv)
+    if not rms:
+        set_param(mod, "bias", bv)
+    x = torch.randn(shape_in, generator=g) * scale + offset
+    x0 = x.clone()
+    got = output_of(mod, x)
+    exp = _ln_reference(x, shape_norm, wv, bv, eps, rms)
+    if not torch.equal(x, x0):
+        return fail("input_modified", "输入张量被原地修改了 (the input was modified in place)：不要对 x 用 x -= ... 之类的原地操作", x0)
+    if got.shape != exp.shape:
+        return fail(id, f"输出形状应为 {tuple(exp.shape)} (output shape)", x, exp, got)
+    if close(got, exp, tol):
+        return None
+    dims = tuple(range(-len(shape_norm), 0))
+    xd = x.double()
+    cands = _wrong_ln(xd, dims, wv.double(), bv.double(), eps) if not rms else {
+        "centered": F.layer_norm(xd, shape_norm, wv.double(), None, eps),
+        "rms_eps_outside": xd / (xd.pow(2).mean(dims, keepdim=True).sqrt() + eps) * wv.double(),
+        "rms_unbiased": xd / torch.sqrt(xd.pow(2).sum(dims, keepdim=True) / (math.prod(shape_norm) - 1) + eps) * wv.double(),
+    }
+    name = which(got, cands)
+    msg = MISTAKE_TEXT[name] if name else f"输出与 torch 的 {'F.rms_norm' if rms else 'F.layer_norm'} 不一致 (values differ)"
+    return fail(name or id, msg, x, exp, got)
+
+
+def _ln_gradients(impl, rms, eps, g, out):
+    """Gradients with respect to x, gamma, beta against autograd of torch's function."""
+    mod = guarded(impl, 8, eps=eps)
+    wv, bv = torch.randn(8, generator=g) + 1, torch.randn(8, generator=g)
+    set_param(mod, "weight", wv)
+    if not rms:
+        set_param(mod, "bias", bv)
+    x = (torch.randn(3, 8, generator=g) * 2).requires_grad_(True)
+    gy = torch.randn(3, 8, generator=g)
+    y = output_of(mod, x)
+    try:
+        (y * gy).sum().backward()
+    except RuntimeError as err:
+        out.append(fail("gradients", f"反向传播失败 (backward failed): {err}"))
+        return
+    xr, wr = x.detach().double().requires_grad_(True), wv.double().requires_grad_(True)
+    br = bv.double().requires_grad_(True)
+    yr = F.rms_norm(xr, (8,), wr, eps) if rms else F.layer_norm(xr, (8,), wr, br, eps)
+    (yr * gy.double()).sum().backward()
+    good = x.grad is not None and close(x.grad, xr.grad) and mod.weight.grad is not None and close(mod.weight.grad, wr.grad)
+    if not rms:
+        good = good and mod.bias.grad is not None and close(mod.bias.grad, br.grad)
+    out.append(ok("gradients", "对 x、γ、β 的梯度与 autograd 一致") if good else
+               fail("gradients", "梯度与 autograd 不一致 (gradients differ)：是否用了 .detach()/.data 或 numpy 截断了计算图？",
+                    x.detach(), xr.grad, x.grad))
+
+
+def _ln_half(impl, rms, eps, g, dt, scale, id, out):
+    """Half precision: dtype kept, values right; |x|≈300 overflows x² in float16 without an upcast."""
+    mod = guarded(impl, 8, eps=eps)
+    if hasattr(mod, "to"):
+        mod = mod.to(dt)          # the whole layer in half precision, as model.half() does
+    x = (torch.randn(4, 8, generator=g) * scale).to(dt)
+    got = output_of(mod, x)
+    exp = _ln_reference(x, (8,), torch.ones(8), torch.zeros(8), eps, rms)
+    tol = 3e-2 if dt == torch.bfloat16 else 5e-3
+    if got.dtype != dt:
+        out.append(fail(id, f"输入是 {dt}，输出 dtype 应与输入相同，实际 {got.dtype} (return the input dtype)", x))
+    elif not torch.isfinite(got).all() or not close(got, exp, tol):
+        hint = "：x² 在 float16 下溢出 (300² > 65504)，先 x.float() 计算再转回 (upcast to float32)" if rms and dt == torch.float16 else ""
+        out.append(fail(id, f"{dt} 输入的结果错误{hint}", x, exp, got))
+    else:
+        out.append(ok(id, f"{dt} 输入：dtype 保持、数值正确"))
+
+
+# ---------------------------------------------------------------- BatchNorm (module)
+def _bn_train_case(fresh, torch_bn, shape, C, g, out):
+    """Training forward and the running-statistics update over three steps."""
+    mod, wv, bv = fresh()
+    rm, rv = torch.zeros(C), torch.ones(C)
+    id = f"train_{len(shape)}d"
+    finding = None
+    for k in range(3):
+        x = torch.randn(shape, generator=g) * 2 + 1
+        x0 = x.clone()
+        got = output_of(mod, x)
+        rm_before, rv_before = rm.clone(), rv.clone()
+        exp = torch_bn(x, rm, rv, wv, bv, True)
+        if not torch.equal(x, x0):
+            finding = fail("input_modified", "输入张量被原地修改了 (the input was modified in place)", x0)
+            break
+        if not close(got, exp):
+            dims = [0] + list(range(2, x.dim()))
+            n = x.numel() // C
+            shp = [1, C] + [1] * (x.dim() - 2)
+            var_u = x.var(dims, unbiased=True).reshape(shp)
+            mu = x.mean(dims).reshape(shp)
+            cands = {"unbiased_variance": (x - mu) / torch.sqrt(var_u + 1e-5) * wv.reshape(shp) + bv.reshape(shp),
+                     "wrong_axis": F.layer_norm(x, x.shape[1:]) * wv.reshape(shp) + bv.reshape(shp)}
+            name = which(got, cands)
+            msg = {"unbiased_variance": MISTAKE_TEXT["unbiased_variance"],
+                   "wrong_axis": "归约轴不对：BatchNorm 对每个通道 c，在 (N, H, W) 上求统计量"}.get(
+                name, f"训练模式输出与 F.batch_norm 不一致 (step {k + 1}, n={n})")
+            finding = fail(name or id, msg, x, exp, got)
+            break
+        rmg, rvg = getattr(mod, "running_mean", None), getattr(mod, "running_var", None)
+        if not isinstance(rmg, Tensor) or not isinstance(rvg, Tensor):
+            finding = fail("running_stats", "找不到 self.running_mean / self.running_var")
+            break
+        if not (close(rmg, rm) and close(rvg, rv)):
+            dims = [0] + list(range(2, x.dim()))
+            mean, var_b, var_u = x.mean(dims), x.var(dims, unbiased=False), x.var(dims, unbiased=True)
+            cands = {"momentum_reversed": (0.1 * rm_before + 0.9 * mean, 0.1 * rv_before + 0.9 * var_u),
+                     "momentum_reversed_biased": (0.1 * rm_before + 0.9 * mean, 0.1 * rv_before + 0.9 * var_b),
+                     "running_var_biased": (0.9 * rm_before + 0.1 * mean, 0.9 * rv_before + 0.1 * var_b)}
+            name = next((k for k, (a, b) in cands.items() if close(rmg, a) and close(rvg, b)), None)
+            msg = {"momentum_reversed": "momentum 用反了 (momentum convention reversed)：PyTorch 是 "
+                                        "running = (1-momentum)·running + momentum·batch，momentum=0.1",
+                   "momentum_reversed_biased": "momentum 用反了，running_var 也没用无偏估计 (两个错误)",
+                   "running_var_biased": "running_var 应该用无偏方差 (unbiased, n/(n-1))，归一化时才用有偏方差 "
+                                         "(Ioffe & Szegedy 2015 §3.1)"}.get(name, "滑动统计量的更新与 PyTorch 不一致")
+            finding = fail({"momentum_reversed_biased": "momentum_reversed"}.get(name, name or "running_stats"), msg,
+                           x, rv, rvg)
+            break
+    out.append(finding or ok(id, f"训练模式 {len(shape)}D：输出与 3 步滑动统计量都与 PyTorch 一致"))
+
+
+def bn_checks(impl) -> list[Finding]:
+    out: list[Finding] = []
+    g = torch.Generator().manual_seed(1)
+    C = 3
+    with step(out, "construct"):
+        m = guarded(impl, C)
+        buffers = dict(m.named_buffers()) if hasattr(m, "named_buffers") else {}
+        params = dict(m.named_parameters()) if hasattr(m, "named_parameters") else {}
+        sd = m.state_dict() if hasattr(m, "state_dict") else {}
+        good_params = set(params) >= {"weight", "bias"} and torch.all(params["weight"] == 1) and torch.all(params["bias"] == 0)
+        out.append(ok("params", "weight=1, bias=0，形状 (C,)") if good_params else
+                   fail("params", "应有 nn.Parameter self.weight（初值 1）和 self.bias（初值 0），形状 (num_features,)"))
+        stats_ok = {"running_mean", "running_var"} <= set(buffers) and {"running_mean", "running_var"} <= set(sd)
+        if stats_ok and not ({"running_mean", "running_var"} & set(params)):
+            init_ok = torch.all(buffers["running_mean"] == 0) and torch.all(buffers["running_var"] == 1)
+            out.append(ok("buffers", "running_mean/running_var 是 buffer，在 state_dict 里") if init_ok else
+                       fail("buffers", "running_mean 初值应为 0，running_var 初值应为 1"))
+        else:
+            out.append(fail("buffers", "滑动统计量应该用 self.register_buffer('running_mean', ...) 注册为 buffer：普通属性不会进 "
+                            "state_dict、不会随 .to(device) 移动；nn.Parameter 会被优化器更新 (use register_buffer)"))
+
+    def torch_bn(x, rm, rv, w, b, training, momentum=0.1):
+        return F.batch_norm(x, rm, rv, w, b, training=training, momentum=momentum, eps=1e-5)
+
+    def fresh():
+        mod = guarded(impl, C)
+        wv, bv = torch.randn(C, generator=g) + 1, torch.randn(C, generator=g)
+        set_param(mod, "weight", wv)
+        set_param(mod, "bias", bv)
+        return mod, wv, bv
+
+    # training forward and the running-statistics update over three steps, (N, C) and (N, C, H, W)
+    for shape in [(16, C), (4, C, 3, 3)]:
+        with step(out, f"train_{len(shape)}d"):
+            _bn_train_case(fresh, torch_bn, shape, C, g, out)
+
+
+
+    with step(out, "stats_graph"):
+        # buffers carry no autograd graph
+        mod, wv, bv = fresh()
+        x = torch.randn(8, C, generator=g, requires_grad=True)
+        output_of(mod, x)
+        rmg = getattr(mod, "running_mean", None)
+        graph = isinstance(rmg, Tensor) and (rmg.requires_grad or rmg.grad_fn is not None)
+        out.append(fail("stats_graph", "running_mean 带着计算图 (autograd graph)：更新时用 torch.no_grad() 或 .detach()，"
+                        "否则显存不断增长、反向传播会报错") if graph else ok("stats_graph", "滑动统计量不带计算图"))
+
+    with step(out, "eval_mode"):
+        # eval: running statistics, with autograd ON (the d2l is_grad_enabled() bug), and no update
+        mod, wv, bv = fresh()
+        for _ in range(3):
+            output_of(mod, torch.randn(16, C, generator=g) * 2 + 1)
+        if hasattr(mod, "eval"):
+            mod.eval()
+        rm = getattr(mod, "running_mean", torch.zeros(C)).clone()
+        rv = getattr(mod, "running_var", torch.ones(C)).clone()
+        x = torch.randn(5, C, generator=g)
+        with torch.enable_grad():
+            got = output_of(mod, x)
+        exp = torch_bn(x, rm.clone(), rv.clone(), wv, bv, False)
+        if not close(got, exp):
+            batch = torch_bn(x, None, None, wv, bv, True)
+            name = "mode_from_grad" if close(got, batch) else "eval_forward"
+            msg = ("model.eval() 之后仍在用 batch 统计量：模式应该看 self.training，而不是 torch.is_grad_enabled() "
+                   "(d2l 的写法；eval 时不一定在 no_grad 里)") if name == "mode_from_grad" else \
+                "eval 模式的输出应使用 running_mean/running_var"
+            out.append(fail(name, msg, x, exp, got))
+        else:
+            out.append(ok("eval_mode", "eval 模式（梯度开启时）使用滑动统计量"))
+        after = getattr(mod, "running_mean", rm)
+        out.append(ok("eval_no_update", "eval 不更新滑动统计量") if isinstance(after, Tensor) and torch.equal(after, rm) else
+                   fail("eval_no_update", "eval 模式下滑动统计量被更新了 (running stats must not change in eval)"))
+        if hasattr(mod, "train"):
+            mod.train()
+        with torch.no_grad():
+            x = torch.randn(16, C, generator=g) + 3
+            got = output_of(mod, x)
+        exp = torch_bn(x, None, None, wv, bv, True)
+        out.append(ok("no_grad_train", "train 模式下 no_grad 仍用 batch 统计量") if close(got, exp) else
+                   fail("no_grad_train", "train 模式下即使在 torch.no_grad() 里也应使用 batch 统计量 (no_grad is not eval)", x, exp, got))
+
+    # a batch of one in training: torch raises; NaN is the wrong answer
+    mod, _, _ = fresh()
+    try:
+        got = guarded(mod, torch.randn(1, C, generator=g))
+    except SubmissionError:
+        out.append(ok("batch_of_one", "训练模式下 batch=1 报错（PyTorch 也报 ValueError）"))
+    else:
+        bad = isinstance(got, Tensor) and not torch.isfinite(got).all()
+        out.append(fail("batch_of_one", "训练模式下 batch=1 返回了 NaN：每个通道只有 1 个值，方差为 0。PyTorch 会报错 "
+                        "'Expected more than 1 value per channel when training'") if bad else
+                   ok("batch_of_one", "训练模式下 batch=1 没有返回 NaN（PyTorch 会直接报错，更好）"))
+
+    with step(out, "half_float16"):
+        # half precision
+        mod, _, _ = fresh()
+        if hasattr(mod, "to"):
+            mod = mod.to(torch.float16)
+        x = (torch.randn(8, C, generator=g) * 2).to(torch.float16)
+        got = output_of(mod, x)
+        exp = F.batch_norm(x.float(), None, None, mod.weight.detach().float(), mod.bias.detach().float(), True, 0.1, 1e-5)
+        out.append(ok("half_float16", "float16 输入：数值正确") if isinstance(got, Tensor) and torch.isfinite(got).all()
+                   and close(got.float(), exp, 1e-2) else fail("half_float16", "float16 输入的结果错误或非有限值", x, exp, got))
+    return out
+
+
+# ---------------------------------------------------------------- backward passes (functions)
+def backward_checks(fn, which_norm: str) -> list[Finding]:
+    out: list[Finding] = []
+    g = torch.Generator().manual_seed(2)
+    eps = 1e-5
+    cases = [(4, 8), (6, 5)] if which_norm != "batchnorm" else [(8, 4), (5, 3)]
+    for shape in cases:
+        x = (torch.randn(shape, generator=g, dtype=torch.float64) * 2 + 0.5).requires_grad_(True)
+        feat = shape[-1] if which_norm != "batchnorm" else shape[1]
+        w = (torch.randn(feat, generator=g, dtype=torch.float64) + 1).requires_grad_(True)
+        b = torch.randn(feat, generator=g, dtype=torch.float64).requires_grad_(True)
+        gy = torch.randn(shape, generator=g, dtype=torch.float64)
+        if which_norm == "layernorm":
+            y = F.layer_norm(x, (feat,), w, b, eps)
+        elif which_norm == "batchnorm":
+            y = F.batch_norm(x, None, None, w, b, True, 0.1, eps)
+        else:
+            y = F.rms_norm(x, (feat,), w, eps)
+        (y * gy).sum().backward()
+        expected = (x.grad, w.grad) + ((b.grad,) if which_norm != "rmsnorm" else ())
+        got = guarded(fn, gy.clone(), x.detach().clone(), w.detach().clone(), eps)
+        names = ["grad_x", "grad_weight", "grad_bias"][:len(expected)]
+        if not isinstance(got, tuple | list) or len(got) != len(expected):
+            out.append(fail("returns", f"应返回 {len(expected)} 个张量 ({', '.join(names)})，实际返回 {short(got)}"))
+            return out
+        for name, e, r in zip(names, expected, got):
+            if not isinstance(r, Tensor) or r.shape != e.shape:
+                out.append(fail(f"{name}_{shape[0]}x{shape[1]}", f"{name} 的形状应为 {tuple(e.shape)}", x.detach(), e, r))
+            elif not close(r, e, 1e-6):
+                hint = ""
+                if name == "grad_x" and which_norm != "rmsnorm":
+                    hint = "：别忘了均值和方差本身也依赖 x（少了 -mean(g) 和 -x̂·mean(g·x̂) 两项？）"
+                out.append(fail(f"{name}_{shape[0]}x{shape[1]}", f"{name} 与 float64 autograd 不一致{hint}", x.detach(), e, r))
+            else:
+                out.append(ok(f"{name}_{shape[0]}x{shape[1]}", f"{name} 与 autograd 一致（float64, {shape}）"))
+    return out

@@ -1,0 +1,353 @@
+"""The drill checker accepts correct hand-written norms in several styles and names each common mistake."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from normlab import drills
+
+
+# ---------------------------------------------------------------- correct submissions, different styles
+class LNClassic(nn.Module):
+    def __init__(self, normalized_shape, eps=1e-5):
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.shape, self.eps = shape, eps
+        self.weight = nn.Parameter(torch.ones(shape))
+        self.bias = nn.Parameter(torch.zeros(shape))
+
+    def forward(self, x):
+        dims = tuple(range(-len(self.shape), 0))
+        xf = x.float()
+        mu = xf.mean(dims, keepdim=True)
+        var = xf.var(dims, unbiased=False, keepdim=True)
+        return ((xf - mu) * torch.rsqrt(var + self.eps) * self.weight + self.bias).to(x.dtype)
+
+
+class LNWelfordish(nn.Module):  # a different style: explicit centred second moment, no float upcast
+    def __init__(self, normalized_shape, eps=1e-5):
+        super().__init__()
+        self.ns = torch.Size([normalized_shape] if isinstance(normalized_shape, int) else normalized_shape)
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(self.ns))
+        self.bias = nn.Parameter(torch.zeros(self.ns))
+
+    def forward(self, x):
+        d = [-i for i in range(1, len(self.ns) + 1)]
+        c = x - x.mean(d, keepdim=True)
+        return c / (c.pow(2).mean(d, keepdim=True) + self.eps).sqrt() * self.weight + self.bias
+
+
+class RMSLlama(nn.Module):
+    def __init__(self, normalized_shape, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(normalized_shape))
+
+    def forward(self, x):
+        dims = tuple(range(-self.weight.dim(), 0))
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(dims, keepdim=True) + self.eps)
+        return (h * self.weight.float()).to(x.dtype)
+
+
+class BNGood(nn.Module):
+    def __init__(self, num_features, eps=1e-5, momentum=0.1):
+        super().__init__()
+        self.eps, self.momentum = eps, momentum
+        self.weight = nn.Parameter(torch.ones(num_features))
+        self.bias = nn.Parameter(torch.zeros(num_features))
+        self.register_buffer("running_mean", torch.zeros(num_features))
+        self.register_buffer("running_var", torch.ones(num_features))
+
+    def forward(self, x):
+        dims = [0] + list(range(2, x.dim()))
+        shape = [1, -1] + [1] * (x.dim() - 2)
+        xf = x.float()
+        if self.training:
+            n = x.numel() // x.shape[1]
+            if n <= 1:
+                raise ValueError("need more than one value per channel")
+            mean, var = xf.mean(dims), xf.var(dims, unbiased=False)
+            with torch.no_grad():
+                self.running_mean.mul_(1 - self.momentum).add_(self.momentum * mean)
+                self.running_var.mul_(1 - self.momentum).add_(self.momentum * var * n / (n - 1))
+        else:
+            mean, var = self.running_mean, self.running_var
+        y = (xf - mean.reshape(shape)) / torch.sqrt(var.reshape(shape) + self.eps)
+        return (y * self.weight.reshape(shape) + self.bias.reshape(shape)).to(x.dtype)
+
+
+def ln_backward(g, x, w, eps):
+    mu = x.mean(-1, keepdim=True)
+    rstd = 1 / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + eps)
+    xh = (x - mu) * rstd
+    gx_hat = g * w
+    gx = rstd * (gx_hat - gx_hat.mean(-1, keepdim=True) - xh * (gx_hat * xh).mean(-1, keepdim=True))
+    return gx, (g * xh).sum(0), g.sum(0)
+
+
+def bn_backward(g, x, w, eps):
+    mu = x.mean(0)
+    rstd = 1 / torch.sqrt(x.var(0, unbiased=False) + eps)
+    xh = (x - mu) * rstd
+    gx_hat = g * w
+    gx = rstd * (gx_hat - gx_hat.mean(0) - xh * (gx_hat * xh).mean(0))
+    return gx, (g * xh).sum(0), g.sum(0)
+
+
+def rms_backward(g, x, w, eps):
+    r = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    xh = x * r
+    gxh = g * w
+    gx = r * (gxh - xh * (gxh * xh).mean(-1, keepdim=True))
+    return gx, (g * xh).sum(0)
+
+
+@pytest.mark.parametrize("kind,impl", [("layernorm", LNClassic), ("layernorm", LNWelfordish),
+                                       ("rmsnorm", RMSLlama), ("batchnorm", BNGood),
+                                       ("layernorm_backward", ln_backward), ("batchnorm_backward", bn_backward),
+                                       ("rmsnorm_backward", rms_backward)])
+def test_correct_submissions_pass(kind, impl):
+    report = drills.check(kind, impl)
+    assert report.passed, str(report)
+
+
+def test_torch_modules_themselves_pass():
+    assert drills.check("layernorm", nn.LayerNorm).passed
+    assert drills.check("rmsnorm", nn.RMSNorm).passed
+
+
+# ---------------------------------------------------------------- each common mistake is named
+class LNUnbiased(LNClassic):
+    def forward(self, x):
+        dims = tuple(range(-len(self.shape), 0))
+        return (x - x.mean(dims, keepdim=True)) / torch.sqrt(x.var(dims, keepdim=True) + self.eps) * self.weight + self.bias
+
+
+class LNEpsOutside(LNClassic):
+    def forward(self, x):
+        dims = tuple(range(-len(self.shape), 0))
+        mu, std = x.mean(dims, keepdim=True), x.std(dims, unbiased=False, keepdim=True)
+        return (x - mu) / (std + self.eps) * self.weight + self.bias
+
+
+class LNOnePass(LNClassic):
+    def forward(self, x):
+        dims = tuple(range(-len(self.shape), 0))
+        mu = x.mean(dims, keepdim=True)
+        var = (x * x).mean(dims, keepdim=True) - mu * mu      # E[x^2] - E[x]^2
+        return (x - mu) / torch.sqrt(var + self.eps) * self.weight + self.bias
+
+
+class LNInPlace(LNClassic):
+    def forward(self, x):
+        x -= x.mean(-1, keepdim=True)
+        return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight + self.bias
+
+
+class LNDetached(LNClassic):
+    def forward(self, x):
+        mu = x.mean(-1, keepdim=True).detach()
+        var = x.var(-1, unbiased=False, keepdim=True).detach()
+        return (x - mu) / torch.sqrt(var + self.eps) * self.weight + self.bias
+
+
+class RMSNoUpcast(RMSLlama):
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class RMSCentered(RMSLlama):
+    def forward(self, x):
+        return F.layer_norm(x.float(), x.shape[-1:], eps=self.eps).to(x.dtype) * self.weight
+
+
+class RMSWithBias(RMSLlama):
+    def __init__(self, normalized_shape, eps=1e-6):
+        super().__init__(normalized_shape, eps)
+        self.bias = nn.Parameter(torch.zeros(normalized_shape))
+
+
+class RMSEpsOutside(RMSLlama):
+    def forward(self, x):
+        h = x.float()
+        return (h / (h.pow(2).mean(-1, keepdim=True).sqrt() + self.eps) * self.weight).to(x.dtype)
+
+
+class BNReversedMomentum(BNGood):
+    def forward(self, x):
+        if self.training:
+            dims = [0] + list(range(2, x.dim()))
+            n = x.numel() // x.shape[1]
+            with torch.no_grad():  # the d2l-zh / source-material convention with momentum=0.1
+                self.running_mean.mul_(self.momentum).add_((1 - self.momentum) * x.mean(dims))
+                self.running_var.mul_(self.momentum).add_((1 - self.momentum) * x.var(dims) )
+            shape = [1, -1] + [1] * (x.dim() - 2)
+            y = (x - x.mean(dims).reshape(shape)) / torch.sqrt(x.var(dims, unbiased=False).reshape(shape) + self.eps)
+            return y * self.weight.reshape(shape) + self.bias.reshape(shape)
+        return super().forward(x)
+
+
+class BNBiasedRunningVar(BNGood):
+    def forward(self, x):
+        if self.training:
+            dims = [0] + list(range(2, x.dim()))
+            shape = [1, -1] + [1] * (x.dim() - 2)
+            mean, var = x.mean(dims), x.var(dims, unbiased=False)
+            with torch.no_grad():
+                self.running_mean.mul_(0.9).add_(0.1 * mean)
+                self.running_var.mul_(0.9).add_(0.1 * var)
+            y = (x - mean.reshape(shape)) / torch.sqrt(var.reshape(shape) + self.eps)
+            return y * self.weight.reshape(shape) + self.bias.reshape(shape)
+        return super().forward(x)
+
+
+class BNNotBuffers(BNGood):
+    def __init__(self, num_features, eps=1e-5, momentum=0.1):
+        nn.Module.__init__(self)
+        self.eps, self.momentum = eps, momentum
+        self.weight = nn.Parameter(torch.ones(num_features))
+        self.bias = nn.Parameter(torch.zeros(num_features))
+        self.running_mean = torch.zeros(num_features)      # plain attributes: not in state_dict
+        self.running_var = torch.ones(num_features)
+
+
+class BNGradMode(BNGood):  # d2l's mode switch
+    def forward(self, x):
+        self.training = torch.is_grad_enabled()
+        return super().forward(x)
+
+
+class BNGraphInStats(BNGood):
+    def forward(self, x):
+        if self.training:
+            dims = [0] + list(range(2, x.dim()))
+            n = x.numel() // x.shape[1]
+            mean, var = x.mean(dims), x.var(dims, unbiased=False)
+            self.running_mean = 0.9 * self.running_mean + 0.1 * mean     # keeps the graph
+            self.running_var = 0.9 * self.running_var + 0.1 * var * n / (n - 1)
+            shape = [1, -1] + [1] * (x.dim() - 2)
+            y = (x - mean.reshape(shape)) / torch.sqrt(var.reshape(shape) + self.eps)
+            return y * self.weight.reshape(shape) + self.bias.reshape(shape)
+        return super().forward(x)
+
+
+class BNUpdatesInEval(BNGood):
+    def forward(self, x):
+        y = super().forward(x)
+        if not self.training:
+            self.running_mean.add_(0.01)
+        return y
+
+
+class BNNaNBatchOne(BNGood):
+    def forward(self, x):
+        if self.training and x.numel() // x.shape[1] <= 1:
+            return (x - x.mean(0)) / x.std(0)   # unbiased std of one value: NaN
+        return super().forward(x)
+
+
+def ln_backward_no_stats_grad(g, x, w, eps):  # treats mean and variance as constants
+    mu = x.mean(-1, keepdim=True)
+    rstd = 1 / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + eps)
+    return g * w * rstd, (g * (x - mu) * rstd).sum(0), g.sum(0)
+
+
+def bn_backward_wrong_count(g, x, w, eps):
+    gx, gw, gb = bn_backward(g, x, w, eps)
+    return gx, gw, gb[:-1]
+
+
+def slow_ln(normalized_shape, eps=1e-5):
+    while True:
+        pass
+
+
+class RaisesLN(LNClassic):
+    def forward(self, x):
+        raise RuntimeError("not implemented")
+
+
+class WrongShapeLN(LNClassic):
+    def forward(self, x):
+        return x.mean(-1)
+
+
+@pytest.mark.parametrize("kind,impl,finding", [
+    ("layernorm", LNUnbiased, "unbiased_variance"),
+    ("layernorm", LNEpsOutside, "eps_outside_root"),
+    ("layernorm", LNOnePass, "large_offset"),
+    ("layernorm", LNInPlace, "input_modified"),
+    ("layernorm", LNDetached, "gradients"),
+    ("rmsnorm", RMSNoUpcast, "half_float16"),
+    ("rmsnorm", RMSCentered, "centered"),
+    ("rmsnorm", RMSWithBias, "no_bias"),
+    ("rmsnorm", RMSEpsOutside, "rms_eps_outside"),
+    ("batchnorm", BNReversedMomentum, "momentum_reversed"),
+    ("batchnorm", BNBiasedRunningVar, "running_var_biased"),
+    ("batchnorm", BNNotBuffers, "buffers"),
+    ("batchnorm", BNGradMode, "mode_from_grad"),
+    ("batchnorm", BNGraphInStats, "stats_graph"),
+    ("batchnorm", BNUpdatesInEval, "eval_no_update"),
+    ("batchnorm", BNNaNBatchOne, "batch_of_one"),
+    ("layernorm_backward", ln_backward_no_stats_grad, "grad_x_4x8"),
+    ("batchnorm_backward", bn_backward_wrong_count, "grad_bias_8x4"),
+])
+def test_each_common_mistake_is_named(kind, impl, finding):
+    report = drills.check(kind, impl)
+    assert not report.passed
+    assert finding in report.ids(), str(report)
+    failed = next(f for f in report.failed if f.id == finding)
+    assert failed.message and any("\u4e00" <= ch <= "\u9fff" for ch in failed.message)  # Chinese text
+
+
+def test_counterexample_shows_input_expected_got():
+    report = drills.check("layernorm", LNUnbiased)
+    f = next(f for f in report.failed if f.id == "unbiased_variance")
+    assert set(f.example) == {"input", "expected", "got"}
+    assert "<table>" in report._repr_html_() and "unbiased_variance" in str(report)
+
+
+@pytest.mark.parametrize("impl,needle", [(RaisesLN, "RuntimeError"), (WrongShapeLN, "形状"), (slow_ln, "时间限制")])
+def test_broken_submissions_become_findings_not_crashes(impl, needle):
+    t0 = time.time()
+    report = drills.check("layernorm", impl)
+    assert not report.passed and needle in str(report)
+    assert time.time() - t0 < 5
+
+
+def test_full_check_is_fast():
+    for kind, impl in [("layernorm", LNClassic), ("batchnorm", BNGood), ("rmsnorm", RMSLlama)]:
+        t0 = time.perf_counter()
+        drills.check(kind, impl)
+        assert time.perf_counter() - t0 < 2.0, kind
+
+
+def test_command_line(tmp_path):
+    good = tmp_path / "my_ln.py"
+    good.write_text("import torch\nfrom torch import nn\nLayerNorm = nn.LayerNorm\n")
+    bad = tmp_path / "bad_ln.py"
+    bad.write_text("import torch\nfrom torch import nn\n"
+                   "class LayerNorm(nn.Module):\n"
+                   "    def __init__(self, n, eps=1e-5):\n        super().__init__(); self.eps = eps\n"
+                   "        self.weight = nn.Parameter(torch.ones(n)); self.bias = nn.Parameter(torch.zeros(n))\n"
+                   "    def forward(self, x):\n"
+                   "        return (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True) + self.eps) * self.weight + self.bias\n")
+    run = lambda f: subprocess.run([sys.executable, "-m", "normlab.drills", "layernorm", str(f)],
+                                   capture_output=True, text=True, timeout=60)
+    assert run(good).returncode == 0
+    r = run(bad)
+    assert r.returncode == 1 and "✗" in r.stdout
+
+
+def test_unknown_kind_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown drill kind"):
+        drills.check("layer_norm", LNClassic)
