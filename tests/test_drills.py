@@ -351,3 +351,52 @@ def test_command_line(tmp_path):
 def test_unknown_kind_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown drill kind"):
         drills.check("layer_norm", LNClassic)
+
+
+# ---------------------------------------------------------------- DeepNorm and block cards
+def dn_constants(arch, N, M):
+    if arch == "encoder":
+        return (2 * N) ** 0.25, (8 * N) ** -0.25
+    if arch == "decoder":
+        return (2 * M) ** 0.25, (8 * M) ** -0.25
+    if arch == "encdec_encoder":
+        return 0.81 * (N ** 4 * M) ** 0.0625, 0.87 * (N ** 4 * M) ** -0.0625
+    return (3 * M) ** 0.25, (12 * M) ** -0.25
+
+
+def dn_constants_torchscale(arch, N, M):  # the code's 1.15 instead of the paper's 0.87
+    a, b = dn_constants(arch, N, M)
+    return (a, 1.15 * (N ** 4 * M) ** -0.0625) if arch == "encdec_encoder" else (a, b)
+
+
+def test_deepnorm_constants_match_the_paper_numbers():
+    assert drills.check("deepnorm_constants", dn_constants).passed
+    # the paper's example: an 18-18 encoder-decoder, encoder side alpha = 0.81*(18^5)^(1/16)
+    alpha, _ = dn_constants("encdec_encoder", 18, 18)
+    assert abs(alpha - 0.81 * 18 ** (5 / 16)) < 1e-12
+    report = drills.check("deepnorm_constants", dn_constants_torchscale)
+    assert "1.15" in str(report) and not report.passed
+
+
+@pytest.mark.parametrize("fn,finding", [
+    (lambda x, fx, a: F.layer_norm(x + a * fx, x.shape[-1:]), "alpha_on_branch"),
+    (lambda x, fx, a: a * x + fx, "no_norm"),
+])
+def test_deepnorm_residual_mistakes(fn, finding):
+    assert drills.check("deepnorm_residual", lambda x, fx, a: F.layer_norm(a * x + fx, x.shape[-1:])).passed
+    assert finding in drills.check("deepnorm_residual", fn).ids()
+
+
+def test_pre_and_post_norm_blocks():
+    pre = lambda x, f, n: x + f(n(x))
+    post = lambda x, f, n: n(x + f(x))
+    assert drills.check("prenorm_block", pre).passed and drills.check("postnorm_block", post).passed
+    assert "swapped" in drills.check("prenorm_block", post).ids()
+    assert "swapped" in drills.check("postnorm_block", pre).ids()
+    assert "no_residual" in drills.check("prenorm_block", lambda x, f, n: f(n(x))).ids()
+
+
+def test_timed_mode_reports_the_time():
+    drills.start("prenorm_block")
+    report = drills.check("prenorm_block", lambda x, f, n: x + f(n(x)))
+    assert report.elapsed is not None and "用时" in str(report)

@@ -12,6 +12,11 @@ Kinds and what ``impl`` is (signatures mirror torch.nn):
     "layernorm_backward"  f(grad_out, x, weight, eps) -> (grad_x, grad_weight, grad_bias), last dim
     "batchnorm_backward"  the same signature, (N, C) in training mode
     "rmsnorm_backward"    f(grad_out, x, weight, eps) -> (grad_x, grad_weight)
+    "deepnorm_constants"  f(arch, N, M) -> (alpha, beta), arch in encoder / decoder /
+                          encdec_encoder / encdec_decoder (Wang et al. 2022 §4.3)
+    "deepnorm_residual"   f(x, fx, alpha) -> LN(alpha * x + fx)   (LN without affine, last dim)
+    "prenorm_block"       f(x, sublayer, norm) -> x + sublayer(norm(x))
+    "postnorm_block"      f(x, sublayer, norm) -> norm(x + sublayer(x))
 
 Every check compares with torch's own functions (F.layer_norm, F.rms_norm, F.batch_norm) or
 float64 autograd; when an output differs, the usual wrong formulas are tried to name the mistake.
@@ -22,7 +27,10 @@ becomes a finding, never a crash of the checker. Command line:
 
 from __future__ import annotations
 
-from .checks import backward_checks, bn_checks, ln_checks
+import time
+
+from .checks import (backward_checks, block_checks, bn_checks, deepnorm_constant_checks, deepnorm_residual_checks,
+                     ln_checks)
 from .report import Finding, Report, SubmissionError
 
 KINDS = {
@@ -32,10 +40,23 @@ KINDS = {
     "layernorm_backward": lambda fn: backward_checks(fn, "layernorm"),
     "batchnorm_backward": lambda fn: backward_checks(fn, "batchnorm"),
     "rmsnorm_backward": lambda fn: backward_checks(fn, "rmsnorm"),
+    "deepnorm_constants": deepnorm_constant_checks,
+    "deepnorm_residual": deepnorm_residual_checks,
+    "prenorm_block": lambda fn: block_checks(fn, "pre"),
+    "postnorm_block": lambda fn: block_checks(fn, "post"),
 }
 NAMES = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm", "batchnorm": "BatchNorm",
          "layernorm_backward": "layernorm_backward", "batchnorm_backward": "batchnorm_backward",
-         "rmsnorm_backward": "rmsnorm_backward"}
+         "rmsnorm_backward": "rmsnorm_backward", "deepnorm_constants": "deepnorm_constants",
+         "deepnorm_residual": "deepnorm_residual", "prenorm_block": "prenorm_block", "postnorm_block": "postnorm_block"}
+
+
+_started: dict[str, float] = {}
+
+
+def start(kind: str) -> None:
+    """Timed mode: start the clock for a drill; the next ``check`` of that kind reports the time."""
+    _started[kind] = time.time()
 
 
 def check(kind: str, impl) -> Report:
@@ -49,7 +70,10 @@ def check(kind: str, impl) -> Report:
     except Exception as err:  # noqa: BLE001 - a checker must report, not crash
         findings = [Finding("unexpected", False, f"检查时出错 (the submission broke a check): "
                                                  f"{type(err).__name__}: {err}")]
-    return Report(kind, findings)
+    report = Report(kind, findings)
+    if kind in _started:
+        report.elapsed = time.time() - _started[kind]
+    return report
 
 
-__all__ = ["check", "KINDS", "NAMES", "Report", "Finding"]
+__all__ = ["check", "start", "KINDS", "NAMES", "Report", "Finding"]

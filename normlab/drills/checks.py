@@ -435,3 +435,100 @@ def backward_checks(fn, which_norm: str) -> list[Finding]:
             else:
                 out.append(ok(f"{name}_{shape[0]}x{shape[1]}", f"{name} 与 autograd 一致（float64, {shape}）"))
     return out
+
+
+# ---------------------------------------------------------------- DeepNorm and Pre-/Post-Norm blocks
+def paper_deepnorm(arch: str, N: int, M: int) -> tuple[float, float]:
+    """alpha, beta of Wang et al. 2022 (DeepNet) §4.3, written out independently of normlab."""
+    if arch == "encoder":
+        return (2 * N) ** 0.25, (8 * N) ** -0.25
+    if arch == "decoder":
+        return (2 * M) ** 0.25, (8 * M) ** -0.25
+    if arch == "encdec_encoder":
+        return 0.81 * (N ** 4 * M) ** (1 / 16), 0.87 * (N ** 4 * M) ** (-1 / 16)
+    if arch == "encdec_decoder":
+        return (3 * M) ** 0.25, (12 * M) ** -0.25
+    raise ValueError(arch)
+
+
+def deepnorm_constant_checks(fn) -> list[Finding]:
+    out: list[Finding] = []
+    for arch, N, M in [("encoder", 12, 0), ("decoder", 0, 24), ("encdec_encoder", 18, 18), ("encdec_decoder", 18, 18),
+                       ("encoder", 1000, 0)]:
+        with step(out, f"{arch}_{N}_{M}"):
+            got = guarded(fn, arch, N, M)
+            exp = paper_deepnorm(arch, N, M)
+            if not isinstance(got, tuple | list) or len(got) != 2:
+                out.append(fail(f"{arch}_{N}_{M}", f"应返回 (alpha, beta)，实际 {short(got)}"))
+                continue
+            a, b = float(got[0]), float(got[1])
+            if math.isclose(a, exp[0], rel_tol=1e-6) and math.isclose(b, exp[1], rel_tol=1e-6):
+                out.append(ok(f"{arch}_{N}_{M}", f"{arch} N={N} M={M}: α={a:.4g}, β={b:.4g}"))
+                continue
+            hint = ""
+            if math.isclose(a, 1 / exp[0], rel_tol=1e-6) or math.isclose(b, 1 / exp[1], rel_tol=1e-6):
+                hint = "：指数的符号反了？α 随深度增大 (α>1)，β 随深度减小 (β<1)"
+            elif arch == "encdec_encoder" and math.isclose(b, 1.15 * (N ** 4 * M) ** (-1 / 16), rel_tol=1e-6):
+                hint = "：这是 torchscale 代码里的 1.15（除以 init_scale 时的写法），论文 §4.3 是 0.87"
+            out.append(Finding(f"{arch}_{N}_{M}", False,
+                               f"{arch} 的 α、β 与 DeepNet 论文 §4.3 不一致{hint}",
+                               {"input": f"arch={arch!r}, N={N}, M={M}", "expected": f"α={exp[0]:.6g}, β={exp[1]:.6g}",
+                                "got": f"α={a:.6g}, β={b:.6g}"}))
+    return out
+
+
+def deepnorm_residual_checks(fn) -> list[Finding]:
+    """fn(x, fx, alpha) -> LN(alpha * x + fx), LN without affine over the last dim."""
+    out: list[Finding] = []
+    g = torch.Generator().manual_seed(3)
+    x, fx = torch.randn(4, 16, generator=g) * 2, torch.randn(4, 16, generator=g)
+    alpha = 2.3
+    exp = F.layer_norm(alpha * x + fx, (16,))
+    with step(out, "deepnorm_residual"):
+        got = guarded(fn, x.clone(), fx.clone(), alpha)
+        if not isinstance(got, Tensor) or got.shape != exp.shape:
+            out.append(fail("deepnorm_residual", "应返回与 x 同形状的张量", x, exp, got))
+        elif close(got, exp):
+            out.append(ok("deepnorm_residual", "LN(α·x + G(x))：α 乘在恒等支路 x 上"))
+        else:
+            cands = {"alpha_on_branch": F.layer_norm(x + alpha * fx, (16,)),
+                     "no_norm": alpha * x + fx, "alpha_outside": alpha * F.layer_norm(x + fx, (16,))}
+            name = which(got, cands)
+            msg = {"alpha_on_branch": "α 乘在了子层输出 G(x) 上（labml 的写法）：DeepNet §4.2 是 LN(α·x + G(x))，"
+                                      "放大的是恒等支路，让每层的更新相对变小",
+                   "no_norm": "少了 LayerNorm：DeepNorm 是 Post-LN 的变体，加完之后要归一化",
+                   "alpha_outside": "α 应在 LN 里面乘 x，而不是乘在 LN 的输出上"}.get(name, "与 LN(α·x + G(x)) 不一致")
+            out.append(fail(name or "deepnorm_residual", msg, x, exp, got))
+    return out
+
+
+def block_checks(fn, placement: str) -> list[Finding]:
+    """fn(x, sublayer, norm) -> x + sublayer(norm(x)) (pre) or norm(x + sublayer(x)) (post)."""
+    out: list[Finding] = []
+    torch.manual_seed(4)
+    sub, norm = torch.nn.Linear(16, 16), torch.nn.LayerNorm(16)
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 1.5)
+        norm.bias.normal_()
+    x = torch.randn(3, 5, 16) * 2 + 1
+    pre, post = x + sub(norm(x)), norm(x + sub(x))
+    exp = pre if placement == "pre" else post
+    id = f"{placement}norm_block"
+    with step(out, id):
+        got = guarded(fn, x.clone(), sub, norm)
+        if not isinstance(got, Tensor) or got.shape != exp.shape:
+            out.append(fail(id, "应返回与 x 同形状的张量", x, exp, got))
+        elif close(got, exp):
+            out.append(ok(id, "Pre-Norm: x + F(Norm(x))" if placement == "pre" else "Post-Norm: Norm(x + F(x))"))
+        else:
+            other = post if placement == "pre" else pre
+            cands = {"swapped": other, "no_residual": sub(norm(x)) if placement == "pre" else norm(sub(x)),
+                     "norm_on_output": norm(x + sub(norm(x)))}
+            name = which(got, cands)
+            msg = {"swapped": "写成了另一种位置：Pre-Norm 是 x + F(Norm(x))（恒等支路不经过 Norm），"
+                              "Post-Norm 是 Norm(x + F(x))",
+                   "no_residual": "少了残差连接 (the residual x + ... is missing)",
+                   "norm_on_output": "归一化用了两次：Pre-Norm 的主干 x 不做归一化（最后一层之后才有一个 final norm）"}.get(
+                name, "与期望的块输出不一致")
+            out.append(fail(name or id, msg, x, exp, got))
+    return out

@@ -28,6 +28,7 @@ class Finding:
 class Report:
     kind: str
     findings: list[Finding]
+    elapsed: float | None = None   # seconds since drills.start(kind), in timed mode
 
     @property
     def passed(self) -> bool:
@@ -43,6 +44,8 @@ class Report:
     def __str__(self) -> str:
         head = f"[{self.kind}] {'通过 PASSED' if self.passed else '未通过 FAILED'}: " \
                f"{len(self.findings) - len(self.failed)}/{len(self.findings)} 项检查通过"
+        if self.elapsed is not None:
+            head += f"，用时 {int(self.elapsed // 60)} 分 {int(self.elapsed % 60)} 秒"
         lines = [head]
         for f in self.findings:
             lines.append(f"  {'✓' if f.passed else '✗'} {f.id}: {f.message}")
@@ -63,6 +66,8 @@ class Report:
         title = (f"<b style='color:{color}'>{html.escape(self.kind)}: "
                  f"{'通过 PASSED' if self.passed else '未通过 FAILED'}</b> "
                  f"({len(self.findings) - len(self.failed)}/{len(self.findings)})")
+        if self.elapsed is not None:
+            title += f" · 用时 {int(self.elapsed // 60)}:{int(self.elapsed % 60):02d}"
         return (f"<div>{title}<table><thead><tr><th></th><th>检查 check</th><th>结论 finding</th>"
                 f"<th>反例 counterexample</th></tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
 
