@@ -28,6 +28,48 @@ def sources() -> list[Path]:
     return sorted(p for p in SOURCES.glob("[0-9][0-9]_*.md"))
 
 
+# --- solution / learner versions (drill notebooks) ---------------------------------------
+# In a source, code between "### BEGIN SOLUTION" and "### END SOLUTION" is a reference answer,
+# and a line ending in "# solution-only" (e.g. `assert report.passed`) belongs to it too.
+# The solution version drops the marker lines; the learner version (NAME_learner.ipynb)
+# replaces each answer by a NotImplementedError and drops the solution-only lines, so its check
+# cells run and report failure instead of crashing.
+BEGIN, END, ONLY = "### BEGIN SOLUTION", "### END SOLUTION", "# solution-only"
+BLANK = 'raise NotImplementedError("在这里写出你的实现 (write your implementation here)")'
+
+
+def has_solutions(nb) -> bool:
+    return any(BEGIN in c.source for c in nb.cells if c.cell_type == "code")
+
+
+def versions(nb, learner: bool):
+    """A copy of the notebook as the solution version or as the learner version."""
+    import copy
+
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        if cell.cell_type != "code" or (BEGIN not in cell.source and ONLY not in cell.source):
+            continue
+        lines, out, inside = cell.source.split("\n"), [], False
+        for line in lines:
+            stripped = line.strip()
+            if stripped == BEGIN:
+                inside = True
+                if learner:
+                    out.append(line[: len(line) - len(line.lstrip())] + BLANK)
+            elif stripped == END:
+                inside = False
+            elif learner and (inside or stripped.endswith(ONLY)):
+                continue
+            else:
+                out.append(line.replace("  " + ONLY, "").replace(" " + ONLY, "") if stripped.endswith(ONLY) else line)
+        cell.source = "\n".join(out)
+    if learner and nb.cells and nb.cells[0].cell_type == "markdown":
+        nb.cells[0].source += ("\n\n> **学习版 (learner version)**：每张卡片里的实现是空的，先运行一遍看检查结果，"
+                               "再把 `raise NotImplementedError(...)` 换成你的代码，直到检查全部通过。")
+    return nb
+
+
 def export(out: Path, keep_existing: bool) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     if not keep_existing:
@@ -40,6 +82,12 @@ def export(out: Path, keep_existing: bool) -> list[Path]:
             continue
         nb = jupytext.read(src)
         nb.metadata.setdefault("kernelspec", {"name": "python3", "display_name": "Python 3", "language": "python"})
+        if has_solutions(nb):
+            learner = out / (src.stem + "_learner.ipynb")
+            if not (keep_existing and learner.exists()):
+                jupytext.write(versions(nb, learner=True), learner)
+                written.append(learner)
+            nb = versions(nb, learner=False)
         jupytext.write(nb, dst)
         written.append(dst)
     return written
@@ -60,6 +108,8 @@ def execute(names: list[str], timeout: int = 600) -> int:
     failures = 0
     for src in chosen:
         nb = jupytext.read(src)
+        if has_solutions(nb):
+            nb = versions(nb, learner=False)
         t0 = time.time()
         try:
             NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(SOURCES)}}).execute()
