@@ -57,6 +57,14 @@ class GradModeBatchNorm(norms.BatchNorm):
             self.training = was
 
 
+def set_bn_momentum(model: nn.Module, momentum: float | None) -> nn.Module:
+    """Set ``momentum`` on every BatchNorm layer of ``model`` (PyTorch convention)."""
+    for m in model.modules():
+        if isinstance(m, nn.modules.batchnorm._BatchNorm):
+            m.momentum = momentum
+    return model
+
+
 def mlp(norm: str = "none", depth: int = 4, width: int = 64, act: str = "tanh", seed: int = 0) -> nn.Sequential:
     """64 pixels -> depth x [Linear -> norm -> act] -> 10 logits. norm: none / bn / gn (8 groups) / ln."""
     torch.manual_seed(seed)

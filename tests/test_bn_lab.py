@@ -1,0 +1,70 @@
+"""normlab.bn_lab and normlab.distributed against torch's BatchNorm and F.batch_norm."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from normlab import bn_lab
+from normlab.distributed import sync_batchnorm_demo
+
+
+def test_conventions_against_torch_running_mean():
+    torch.manual_seed(0)
+    bn = nn.BatchNorm1d(1, momentum=0.1)
+    x = torch.randn(32, 1) + 3
+    bn(x)
+    mean = x.mean()
+    assert torch.allclose(bn_lab.running_update(torch.tensor(0.0), mean, 0.1, "pytorch"), bn.running_mean[0])
+    assert torch.allclose(bn_lab.running_update(torch.tensor(0.0), mean, 0.9, "old_weight"), bn.running_mean[0])
+    with pytest.raises(ValueError, match="convention"):
+        bn_lab.running_update(torch.tensor(0.0), mean, 0.1, "keras")
+
+
+def test_trace_converges_at_the_closed_form_rate():
+    tr = bn_lab.running_trace(0.01, "pytorch", steps=100, true_mean=5.0, noise=0.0)
+    assert abs(tr[-1].item() - 5 * (1 - 0.99 ** 100)) < 1e-4
+
+
+def test_grad_mode_batchnorm_reproduces_the_d2l_bug():
+    torch.manual_seed(0)
+    bn = bn_lab.GradModeBatchNorm(3)
+    for _ in range(3):
+        bn(torch.randn(16, 3) * 2 + 4)
+    bn.eval()
+    x = torch.randn(5, 3)
+    with torch.enable_grad():
+        y = bn(x)
+    assert torch.allclose(y, F.batch_norm(x, None, None, training=True), atol=1e-5)  # batch stats in eval
+    assert not bn.training  # the flag itself is restored
+
+
+def test_accuracy_in_train_mode_leaves_running_stats_alone():
+    model = bn_lab.set_bn_momentum(bn_lab.mlp("bn", depth=2), 0.5)
+    assert all(m.momentum == 0.5 for m in model.modules() if isinstance(m, nn.BatchNorm1d))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    x, y = torch.randn(40, 64), torch.randint(0, 10, (40,))
+    bn_lab.accuracy(model, x, y, mode="train")
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+
+
+def test_train_reduces_loss_on_digits():
+    from normlab.residuals import digits
+    x, y, _, _ = digits()
+    losses = bn_lab.train(bn_lab.mlp("bn", depth=2), x, y, steps=60, batch=64, lr=0.3)
+    assert sum(losses[-10:]) / 10 < 0.5 * sum(losses[:10]) / 10
+
+
+def test_sync_batchnorm_across_two_processes_equals_full_batch_bn():
+    torch.manual_seed(1)
+    x = torch.randn(12, 4) * 2
+    x[:6] += 5
+    ranks = sync_batchnorm_demo(x, world=2)
+    full = F.batch_norm(x.double(), None, None, training=True, eps=1e-5)
+    assert torch.allclose(torch.cat([r["sync_out"] for r in ranks]), full, atol=1e-10)
+    for r, shard in zip(ranks, x.double().chunk(2)):
+        assert torch.allclose(r["local_out"], F.batch_norm(shard, None, None, training=True, eps=1e-5), atol=1e-10)
+    with pytest.raises(ValueError, match="N, C"):
+        sync_batchnorm_demo(torch.randn(3, 2))
