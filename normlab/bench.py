@@ -1,0 +1,105 @@
+"""What a norm costs: an honest micro-benchmark (python -m normlab.bench [--full] [--compile]).
+
+Method: every contender runs on the same tensor (same shape, dtype, memory layout), after
+``warmup`` untimed calls; each of ``repeats`` timings covers ``inner`` calls; we report the
+median and the interquartile range. The headline is the ratio to a plain copy (``x.clone()``)
+measured in the same run: norms read x once and write y once, so on a CPU or GPU they are
+limited by memory traffic, and a copy moves the same bytes (8 per float32 element).
+
+Nominal bytes moved per element (float32, params ignored): copy 8 (read 4 + write 4),
+add 12, LayerNorm / RMSNorm 8 if done in one pass over memory, Add+Norm unfused 20
+(the sum is written, then read again), Add+Norm fused 12.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from . import norms
+from .viz import Table
+
+BYTES = {"copy x.clone()": 8, "add x + r": 12, "F.layer_norm": 8, "F.rms_norm": 8, "normlab LayerNorm (readable)": 8,
+         "normlab RMSNorm (readable)": 8, "Add + LayerNorm (unfused)": 20, "Add + RMSNorm (unfused)": 20,
+         "Add + RMSNorm (torch.compile)": 12}
+
+
+def timeit(fn: Callable[[], object], warmup: int = 3, repeats: int = 15, inner: int = 3) -> list[float]:
+    """Seconds per call, ``repeats`` samples, each the mean of ``inner`` calls after ``warmup`` calls."""
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        samples.append((time.perf_counter() - t0) / inner)
+    return samples
+
+
+def contenders(x: torch.Tensor, r: torch.Tensor, compile_fused: bool = False) -> dict[str, Callable[[], object]]:
+    d = x.shape[-1]
+    w, b = torch.ones(d, dtype=x.dtype), torch.zeros(d, dtype=x.dtype)
+    ln, rms = norms.LayerNorm(d).to(x.dtype), norms.RMSNorm(d, eps=1e-6).to(x.dtype)
+    out = {
+        "copy x.clone()": lambda: x.clone(),
+        "add x + r": lambda: x + r,
+        "F.layer_norm": lambda: F.layer_norm(x, (d,), w, b),
+        "F.rms_norm": lambda: F.rms_norm(x, (d,), w, 1e-6),
+        "normlab LayerNorm (readable)": lambda: ln(x),
+        "normlab RMSNorm (readable)": lambda: rms(x),
+        "Add + LayerNorm (unfused)": lambda: F.layer_norm(x + r, (d,), w, b),
+        "Add + RMSNorm (unfused)": lambda: F.rms_norm(x + r, (d,), w, 1e-6),
+    }
+    if compile_fused:
+        fused = torch.compile(lambda a, c: F.rms_norm(a + c, (d,), w, 1e-6))
+        out["Add + RMSNorm (torch.compile)"] = lambda: fused(x, r)
+    return out
+
+
+@torch.no_grad()
+def run(shape: tuple[int, ...] = (16, 128, 512), dtype: torch.dtype = torch.float32, repeats: int = 15,
+        compile_fused: bool = False) -> dict[str, dict[str, float]]:
+    """Median/IQR milliseconds and ratio to the copy for every contender."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(shape, generator=g).to(dtype)
+    r = torch.randn(shape, generator=g).to(dtype)
+    results = {}
+    for name, fn in contenders(x, r, compile_fused).items():
+        s = sorted(timeit(fn, repeats=repeats))
+        q1, med, q3 = s[len(s) // 4], statistics.median(s), s[(3 * len(s)) // 4]
+        results[name] = {"median_ms": med * 1e3, "iqr_ms": (q3 - q1) * 1e3}
+    copy = results["copy x.clone()"]["median_ms"]
+    for res in results.values():
+        res["ratio_to_copy"] = res["median_ms"] / copy
+    return results
+
+
+def table(results: dict[str, dict[str, float]], title: str = "") -> Table:
+    rows = [(name, f"{r['median_ms']:.3f}", f"{r['iqr_ms']:.3f}", f"{r['ratio_to_copy']:.2f}", BYTES.get(name, "?"))
+            for name, r in results.items()]
+    return Table(rows, ["contender", "median ms", "IQR ms", "× copy", "bytes/elem (nominal)"], title=title)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--full", action="store_true", help="bigger tensor (64, 512, 1024) and more repeats")
+    ap.add_argument("--compile", action="store_true", help="add a torch.compile'd fused Add+RMSNorm (~20 s to compile)")
+    args = ap.parse_args(argv)
+    shape, repeats = ((64, 512, 1024), 30) if args.full else ((16, 128, 512), 15)
+    results = run(shape, repeats=repeats, compile_fused=args.compile)
+    print(table(results, title=f"shape {shape}, float32, {torch.get_num_threads()} threads"))
+    if torch.cuda.is_available():
+        print("GPU found: rerun the same contenders on it with run_on_device('cuda') (not needed for the course).")
+    else:
+        print("没有 GPU (no GPU): 仅 CPU 结果；GPU 部分为可选内容，已跳过 (skipped).")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

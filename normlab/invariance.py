@@ -1,0 +1,68 @@
+"""Which re-scalings and re-centerings leave a normalised layer's output unchanged?
+
+The layer is y = Norm(W x) for a batch x (N, d_in), W (d_out, d_in), no bias, eps = 0 in
+float64 so that nothing but the algebra decides. Six transformations (Zhang & Sennrich 2019,
+Table 1; Ba et al. 2016, §5.1):
+
+    weight matrix re-scaling   W -> 3 W
+    weight matrix re-centering W -> W + 1 v^T        (the same vector added to every row)
+    weight vector re-scaling   W_0 -> 3 W_0          (one row only)
+    dataset re-scaling         x -> 3 x              (every sample)
+    dataset re-centering       x -> x + c            (every sample)
+    single case re-scaling     x_0 -> 3 x_0          (one sample)
+
+"Invariant" means the outputs of all samples are unchanged.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+NORMS = ("batchnorm", "layernorm", "rmsnorm")
+TRANSFORMS = ("W rescale", "W recenter", "W-vector rescale", "dataset rescale", "dataset recenter",
+              "single-case rescale")
+
+
+def normalise(h: Tensor, norm: str) -> Tensor:
+    """BN over the batch (dim 0), LN / RMSNorm over the features (dim -1); eps = 0."""
+    if norm == "batchnorm":
+        return (h - h.mean(0)) / h.var(0, unbiased=False).sqrt()
+    if norm == "layernorm":
+        return (h - h.mean(-1, keepdim=True)) / h.var(-1, unbiased=False, keepdim=True).sqrt()
+    if norm == "rmsnorm":
+        return h / h.pow(2).mean(-1, keepdim=True).sqrt()
+    raise ValueError(f"norm 应为 {NORMS} 之一，实际 {norm!r}")
+
+
+def transformed(W: Tensor, x: Tensor, name: str, g: torch.Generator) -> tuple[Tensor, Tensor]:
+    W, x = W.clone(), x.clone()
+    if name == "W rescale":
+        W = 3 * W
+    elif name == "W recenter":
+        W = W + torch.randn(1, W.shape[1], generator=g, dtype=W.dtype)
+    elif name == "W-vector rescale":
+        W[0] *= 3
+    elif name == "dataset rescale":
+        x = 3 * x
+    elif name == "dataset recenter":
+        x = x + torch.randn(1, x.shape[1], generator=g, dtype=x.dtype)
+    elif name == "single-case rescale":
+        x[0] *= 3
+    else:
+        raise ValueError(name)
+    return W, x
+
+
+def measure(seed: int = 0, n: int = 32, d_in: int = 16, d_out: int = 12) -> dict[tuple[str, str], float]:
+    """Max |output change| for every (norm, transformation); ~1e-15 means invariant."""
+    g = torch.Generator().manual_seed(seed)
+    W = torch.randn(d_out, d_in, generator=g, dtype=torch.float64)
+    x = torch.randn(n, d_in, generator=g, dtype=torch.float64)
+    out = {}
+    for norm in NORMS:
+        base = normalise(x @ W.T, norm)
+        for name in TRANSFORMS:
+            W2, x2 = transformed(W, x, name, torch.Generator().manual_seed(seed + 1))
+            out[(norm, name)] = (normalise(x2 @ W2.T, norm) - base).abs().max().item()
+    return out

@@ -1,0 +1,71 @@
+"""RMSNorm variants against their definitions (torch's F.rms_norm, hand formulas), the invariance
+table against Zhang & Sennrich 2019 Table 1, and the benchmark's bookkeeping."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from normlab import bench, invariance, rms_variants
+
+
+def test_llama_and_t5_equal_torch_in_float32():
+    torch.manual_seed(0)
+    x, w = torch.randn(3, 16) * 2, torch.randn(16)
+    ref = F.rms_norm(x, (16,), w, 1e-6)
+    assert torch.allclose(rms_variants.llama(x, w), ref, atol=1e-6)
+    assert torch.allclose(rms_variants.t5(x, w), ref, atol=1e-6)
+
+
+def test_llama_casts_back_before_the_weight_and_gemma_after():
+    torch.manual_seed(1)
+    x, w = (torch.randn(4, 32) * 3).to(torch.bfloat16), (torch.randn(32) * 0.3 + 1).to(torch.bfloat16)
+    normed = F.rms_norm(x.float(), (32,), None, 1e-6)
+    assert torch.equal(rms_variants.llama(x, w), w * normed.to(torch.bfloat16))
+    assert torch.equal(rms_variants.gemma(x, w - 1), (normed * (1 + (w - 1).float())).to(torch.bfloat16))
+
+
+def test_gemma_zero_weight_is_identity_gain():
+    x = torch.randn(2, 8)
+    assert torch.allclose(rms_variants.gemma(x, torch.zeros(8)), F.rms_norm(x, (8,), None, 1e-6), atol=1e-6)
+
+
+def test_partial_rms_uses_the_first_features_only():
+    x = torch.randn(2, 16)
+    out = rms_variants.partial(x, torch.ones(16), p=0.25, eps=0.0)
+    rms = x[:, :4].pow(2).mean(-1, keepdim=True).sqrt()
+    assert torch.allclose(out, x / rms)
+
+
+def test_eps_outside_matches_the_reference_formula_and_differs_from_torch():
+    x = torch.randn(2, 8) * 1e-4
+    ref = x / (x.pow(2).mean(-1, keepdim=True).sqrt() + 1e-6)
+    assert torch.allclose(rms_variants.eps_outside(x, torch.ones(8), 1e-6), ref)
+    assert not torch.allclose(ref, F.rms_norm(x, (8,), None, 1e-6), atol=1e-2)
+
+
+def test_naive_overflows_in_float16_and_upcast_does_not():
+    x = (torch.ones(1, 8) * 300).to(torch.float16)
+    assert rms_variants.naive(x, torch.ones(8, dtype=torch.float16)).abs().max() < 0.1   # inf RMS -> zeros
+    assert torch.allclose(rms_variants.llama(x, torch.ones(8, dtype=torch.float16)).float(), torch.ones(1, 8), atol=1e-3)
+
+
+def test_invariance_table_is_the_papers():
+    # Zhang & Sennrich 2019, Table 1 (also the bzhangGo/rmsnorm README), columns in TRANSFORMS order
+    paper = {"batchnorm": [1, 0, 1, 1, 1, 0], "layernorm": [1, 1, 0, 1, 0, 1], "rmsnorm": [1, 0, 0, 1, 0, 1]}
+    for seed in (0, 1):
+        m = invariance.measure(seed=seed)
+        for norm, row in paper.items():
+            assert [int(m[(norm, t)] < 1e-9) for t in invariance.TRANSFORMS] == row, norm
+
+
+def test_bench_ratio_and_timing_bookkeeping():
+    calls = []
+    samples = bench.timeit(lambda: calls.append(1), warmup=2, repeats=4, inner=3)
+    assert len(samples) == 4 and len(calls) == 2 + 4 * 3
+    res = bench.run(shape=(4, 64), repeats=3)
+    assert math.isclose(res["copy x.clone()"]["ratio_to_copy"], 1.0)
+    assert all(r["median_ms"] > 0 for r in res.values())
+    assert "contender" in str(bench.table(res))
