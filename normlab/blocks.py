@@ -175,17 +175,11 @@ class Stack(nn.Module):
 
 
 def deepnorm_constants(layers: int) -> tuple[float, float]:
-    """(alpha, beta) for an encoder-only / decoder-only stack of N layers (Wang et al. 2022, §4.3).
+    """(alpha, beta) for an encoder-only stack of N layers: alpha = (2N)^(1/4), beta = (8N)^(-1/4)
+    (Wang et al. 2022, §4.3; all four architectures are in ``normlab.deepnorm.constants``)."""
+    from . import deepnorm
 
-    Uses ``normlab.deepnorm`` when it exists; otherwise alpha = (2N)^(1/4), beta = (8N)^(-1/4).
-    TODO(lead): ``normlab.deepnorm`` (another lesson) had not landed when this was written; the call
-    below guesses its API as ``constants(architecture, layers) -> (alpha, beta)``; adjust it once it exists.
-    """
-    try:
-        from . import deepnorm  # owned by the DeepNorm lesson
-        return deepnorm.constants("encoder", layers)  # type: ignore[attr-defined]
-    except (ImportError, AttributeError, TypeError):
-        return (2 * layers) ** 0.25, (8 * layers) ** -0.25
+    return deepnorm.constants("encoder", layers)
 
 
 def init_weights_(model: nn.Module, depth: int, scaling: str = "none", deepnorm_beta: float | None = None) -> None:
