@@ -1,10 +1,18 @@
 """NormLab (归一化实验室): the helper package of the course.
 
-Modules, one concern each:
-    norms   reference BatchNorm / LayerNorm / RMSNorm / GroupNorm / InstanceNorm
-    viz     plot style with Chinese glyphs, small tables
-    env     setup() for notebooks, the environment report
-Import submodules explicitly, e.g. ``from normlab import norms``.
+Modules, one concern each (import them explicitly, e.g. ``from normlab import norms``):
+    norms         reference BatchNorm / LayerNorm / RMSNorm / GroupNorm / InstanceNorm (= torch.nn)
+    viz, env      plot style with Chinese glyphs, small tables; setup() and the environment report
+    explorer      the axes explorer: which elements share one mean and variance
+    numerics      one-pass / two-pass / Welford variance, eps placement
+    blocks        residual blocks whose wiring is a parameter (post / pre / sandwich / deepnorm ...)
+    probes        per-layer activation / gradient / update:data probes (hooks removed afterwards)
+    gradflow      the gradient-flow widget
+    tasks, warmup, placement, residuals   experiments of the residuals and placement lessons
+    bn_lab, distributed                   experiments of the BatchNorm lesson (2-process sync BN)
+    rms_variants, invariance, bench       RMSNorm variants, invariance table, micro-benchmark
+    deepnorm      DeepNet's alpha / beta and init
+    drills        the interview-drill checker (python -m normlab.drills KIND FILE.py)
 """
 
 from .env import report, seed_all, setup
