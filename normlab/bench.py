@@ -29,23 +29,28 @@ BYTES = {"copy x.clone()": 8, "add x + r": 12, "F.layer_norm": 8, "F.rms_norm": 
          "Add + RMSNorm (torch.compile)": 12}
 
 
-def timeit(fn: Callable[[], object], warmup: int = 3, repeats: int = 15, inner: int = 3) -> list[float]:
-    """Seconds per call, ``repeats`` samples, each the mean of ``inner`` calls after ``warmup`` calls."""
+def timeit(fn: Callable[[], object], warmup: int = 3, repeats: int = 15, inner: int = 3,
+           sync: Callable[[], None] = lambda: None) -> list[float]:
+    """Seconds per call, ``repeats`` samples, each the mean of ``inner`` calls after ``warmup`` calls.
+    ``sync`` waits for queued work (torch.cuda.synchronize on a GPU, whose calls return early)."""
     for _ in range(warmup):
         fn()
+    sync()
     samples = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         for _ in range(inner):
             fn()
+        sync()
         samples.append((time.perf_counter() - t0) / inner)
     return samples
 
 
 def contenders(x: torch.Tensor, r: torch.Tensor, compile_fused: bool = False) -> dict[str, Callable[[], object]]:
     d = x.shape[-1]
-    w, b = torch.ones(d, dtype=x.dtype), torch.zeros(d, dtype=x.dtype)
-    ln, rms = norms.LayerNorm(d).to(x.dtype), norms.RMSNorm(d, eps=1e-6).to(x.dtype)
+    w, b = torch.ones(d, dtype=x.dtype, device=x.device), torch.zeros(d, dtype=x.dtype, device=x.device)
+    ln = norms.LayerNorm(d).to(device=x.device, dtype=x.dtype)
+    rms = norms.RMSNorm(d, eps=1e-6).to(device=x.device, dtype=x.dtype)
     out = {
         "copy x.clone()": lambda: x.clone(),
         "add x + r": lambda: x + r,
@@ -64,14 +69,17 @@ def contenders(x: torch.Tensor, r: torch.Tensor, compile_fused: bool = False) ->
 
 @torch.no_grad()
 def run(shape: tuple[int, ...] = (16, 128, 512), dtype: torch.dtype = torch.float32, repeats: int = 15,
-        compile_fused: bool = False) -> dict[str, dict[str, float]]:
-    """Median/IQR milliseconds and ratio to the copy for every contender."""
+        compile_fused: bool = False, device: str = "cpu") -> dict[str, dict[str, float]]:
+    """Median/IQR milliseconds and ratio to the copy (on the same device) for every contender."""
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError("没有可用的 GPU (CUDA not available)：GPU 部分是可选的，请用 device='cpu'。")
     g = torch.Generator().manual_seed(0)
-    x = torch.randn(shape, generator=g).to(dtype)
-    r = torch.randn(shape, generator=g).to(dtype)
+    x = torch.randn(shape, generator=g).to(device=device, dtype=dtype)
+    r = torch.randn(shape, generator=g).to(device=device, dtype=dtype)
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     results = {}
     for name, fn in contenders(x, r, compile_fused).items():
-        s = sorted(timeit(fn, repeats=repeats))
+        s = sorted(timeit(fn, repeats=repeats, sync=sync))
         q1, med, q3 = s[len(s) // 4], statistics.median(s), s[(3 * len(s)) // 4]
         results[name] = {"median_ms": med * 1e3, "iqr_ms": (q3 - q1) * 1e3}
     copy = results["copy x.clone()"]["median_ms"]
@@ -94,8 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     shape, repeats = ((64, 512, 1024), 30) if args.full else ((16, 128, 512), 15)
     results = run(shape, repeats=repeats, compile_fused=args.compile)
     print(table(results, title=f"shape {shape}, float32, {torch.get_num_threads()} threads"))
-    if torch.cuda.is_available():
-        print("GPU found: rerun the same contenders on it with run_on_device('cuda') (not needed for the course).")
+    if torch.cuda.is_available():  # optional: the same contenders, ratio to the GPU's own copy
+        gpu = run((64, 512, 1024), repeats=repeats, compile_fused=args.compile, device="cuda")
+        print(table(gpu, title=f"GPU {torch.cuda.get_device_name(0)}, shape (64, 512, 1024), float32"))
     else:
         print("没有 GPU (no GPU): 仅 CPU 结果；GPU 部分为可选内容，已跳过 (skipped).")
     return 0

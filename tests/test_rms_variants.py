@@ -69,3 +69,13 @@ def test_bench_ratio_and_timing_bookkeeping():
     assert math.isclose(res["copy x.clone()"]["ratio_to_copy"], 1.0)
     assert all(r["median_ms"] > 0 for r in res.values())
     assert "contender" in str(bench.table(res))
+
+
+def test_gpu_benchmark_is_optional_and_skips_with_a_clear_error():
+    if torch.cuda.is_available():
+        res = bench.run(shape=(4, 64), repeats=3, device="cuda")
+        assert res["copy x.clone()"]["ratio_to_copy"] == 1.0
+    else:
+        import pytest
+        with pytest.raises(RuntimeError, match="CUDA not available"):
+            bench.run(shape=(4, 64), device="cuda")
