@@ -90,6 +90,11 @@ def test_widgets_degrade_to_a_static_note(browser, book_url):
             assert "normlab-widget-note" in html, name
 
 
+def test_speaker_notes_from_the_sources_reach_the_slides(slides_url):
+    html = (ROOT / "build" / "slides" / "00_course_map.slides.html").read_text()
+    assert '<aside class="notes">' in html and "讲课提示" in html
+
+
 def test_slides_open_offline_and_advance(browser, slides_url, artifacts):
     for name in NOTEBOOKS:
         page, problems = open_clean(browser, f"{slides_url}/{name}.slides.html")
