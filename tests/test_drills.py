@@ -400,3 +400,15 @@ def test_timed_mode_reports_the_time():
     drills.start("prenorm_block")
     report = drills.check("prenorm_block", lambda x, f, n: x + f(n(x)))
     assert report.elapsed is not None and "用时" in str(report)
+
+
+def test_dyt_card_accepts_the_reference_and_names_mistakes():
+    from normlab.beyond import DyT
+
+    assert drills.check("dyt", DyT).passed
+
+    class AlphaOutside(DyT):
+        def forward(self, x):
+            return self.alpha * torch.tanh(x) * self.weight + self.bias
+
+    assert "alpha_outside" in drills.check("dyt", AlphaOutside).ids()

@@ -17,6 +17,7 @@ Kinds and what ``impl`` is (signatures mirror torch.nn):
     "deepnorm_residual"   f(x, fx, alpha) -> LN(alpha * x + fx)   (LN without affine, last dim)
     "prenorm_block"       f(x, sublayer, norm) -> x + sublayer(norm(x))
     "postnorm_block"      f(x, sublayer, norm) -> norm(x + sublayer(x))
+    "dyt"                 class DyT(d, alpha_init=0.5): weight * tanh(alpha * x) + bias (notebook 07)
 
 Every check compares with torch's own functions (F.layer_norm, F.rms_norm, F.batch_norm) or
 float64 autograd; when an output differs, the usual wrong formulas are tried to name the mistake.
@@ -30,7 +31,7 @@ from __future__ import annotations
 import time
 
 from .checks import (backward_checks, block_checks, bn_checks, deepnorm_constant_checks, deepnorm_residual_checks,
-                     ln_checks)
+                     dyt_checks, ln_checks)
 from .report import Finding, Report, SubmissionError
 
 KINDS = {
@@ -44,11 +45,12 @@ KINDS = {
     "deepnorm_residual": deepnorm_residual_checks,
     "prenorm_block": lambda fn: block_checks(fn, "pre"),
     "postnorm_block": lambda fn: block_checks(fn, "post"),
+    "dyt": dyt_checks,
 }
 NAMES = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm", "batchnorm": "BatchNorm",
          "layernorm_backward": "layernorm_backward", "batchnorm_backward": "batchnorm_backward",
          "rmsnorm_backward": "rmsnorm_backward", "deepnorm_constants": "deepnorm_constants",
-         "deepnorm_residual": "deepnorm_residual", "prenorm_block": "prenorm_block", "postnorm_block": "postnorm_block"}
+         "deepnorm_residual": "deepnorm_residual", "prenorm_block": "prenorm_block", "postnorm_block": "postnorm_block", "dyt": "DyT"}
 
 
 _started: dict[str, float] = {}

@@ -532,3 +532,39 @@ def block_checks(fn, placement: str) -> list[Finding]:
                 name, "与期望的块输出不一致")
             out.append(fail(name or id, msg, x, exp, got))
     return out
+
+
+def dyt_checks(impl) -> list[Finding]:
+    """DyT(d, alpha_init=0.5): y = weight * tanh(alpha * x) + bias, alpha ONE learnable scalar."""
+    out: list[Finding] = []
+    g = torch.Generator().manual_seed(5)
+    with step(out, "params"):
+        m = guarded(impl, 8, alpha_init=0.5)
+        alpha, w, b = getattr(m, "alpha", None), getattr(m, "weight", None), getattr(m, "bias", None)
+        good = (isinstance(alpha, torch.nn.Parameter) and alpha.numel() == 1 and float(alpha) == 0.5
+                and isinstance(w, torch.nn.Parameter) and tuple(w.shape) == (8,) and torch.all(w == 1)
+                and isinstance(b, torch.nn.Parameter) and tuple(b.shape) == (8,) and torch.all(b == 0))
+        out.append(ok("params", "alpha 是一个标量参数（初值 0.5），weight=1、bias=0，形状 (d,)") if good else
+                   fail("params", "DyT 应有一个可学习的标量 self.alpha（初值 alpha_init）和每通道的 self.weight（1）、"
+                        "self.bias（0）(one scalar alpha, per-channel weight and bias)"))
+    with step(out, "forward"):
+        m = guarded(impl, 8, alpha_init=0.5)
+        wv, bv = torch.randn(8, generator=g), torch.randn(8, generator=g)
+        set_param(m, "weight", wv)
+        set_param(m, "bias", bv)
+        with torch.no_grad():
+            m.alpha.fill_(1.7)
+        x = torch.randn(3, 5, 8, generator=g) * 3
+        got = output_of(m, x)
+        exp = torch.tanh(1.7 * x) * wv + bv
+        if close(got, exp):
+            out.append(ok("forward", "y = weight · tanh(alpha · x) + bias"))
+        else:
+            cands = {"alpha_outside": 1.7 * torch.tanh(x) * wv + bv, "no_affine": torch.tanh(1.7 * x),
+                     "normalised_first": torch.tanh(1.7 * F.layer_norm(x, (8,))) * wv + bv}
+            name = which(got, cands)
+            msg = {"alpha_outside": "alpha 应乘在 tanh 里面：tanh(alpha·x)，它决定压缩从多大的 |x| 开始",
+                   "no_affine": "少了每通道的 weight 和 bias（和 LayerNorm 的 γ、β 对应）",
+                   "normalised_first": "DyT 不求任何统计量：不要先做 LayerNorm"}.get(name, "输出与 weight·tanh(alpha·x)+bias 不一致")
+            out.append(fail(name or "forward", msg, x, exp, got))
+    return out

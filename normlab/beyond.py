@@ -1,0 +1,146 @@
+"""Norms beyond the big three (notebook 07): ScaleNorm, PowerNorm (the paper's and the source
+material's), QK-norm attention, Dynamic Tanh (DyT). Each is tested in tests/test_beyond.py."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .blocks import SelfAttention
+
+
+class ScaleNorm(nn.Module):
+    """ScaleNorm (Nguyen & Salazar 2019): y = g * x / max(||x||_2, eps), ONE scalar gain g,
+    initialised to sqrt(d) (transformers_without_tears, layers.py). Compared with RMSNorm
+    (x / sqrt(mean x^2) * gamma = sqrt(d) * x / ||x|| * gamma) it has a single gain, not d of them."""
+
+    def __init__(self, d: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.g = nn.Parameter(torch.tensor(math.sqrt(d)))
+        self.eps = eps
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.g * x / x.norm(dim=-1, keepdim=True).clamp(min=self.eps)
+
+
+class PowerNormShen(nn.Module):
+    """PowerNorm as in Shen et al. 2020 (arXiv 2003.07845), forward pass: a BatchNorm-family
+    norm for (B, S, C) inputs that (i) does not subtract a mean, (ii) divides by the quadratic
+    mean psi^2 = mean over (B, S) of x^2 per channel, kept as a running average that is also
+    used in training (alpha = running decay), with gamma, beta per channel. ``mask`` marks real
+    tokens (True) so padding can be excluded. (The paper's approximate backward is not modelled.)"""
+
+    def __init__(self, channels: int, alpha: float = 0.9, eps: float = 1e-5, warmup_steps: int = 0) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(channels))
+        self.bias = nn.Parameter(torch.zeros(channels))
+        self.register_buffer("running_phi", torch.ones(channels))
+        self.alpha, self.eps, self.warmup_steps = alpha, eps, warmup_steps
+        self.steps = 0
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        if self.training:
+            m = torch.ones(x.shape[:-1], dtype=torch.bool, device=x.device) if mask is None else mask
+            quad = (x.pow(2) * m[..., None]).sum((0, 1)) / m.sum()        # psi_B^2 over real tokens
+            use = quad if self.steps < self.warmup_steps else self.running_phi.clone()  # psi_{t-1}
+            with torch.no_grad():
+                self.running_phi.mul_(self.alpha).add_((1 - self.alpha) * quad.detach())
+            self.steps += 1
+        else:
+            use = self.running_phi
+        return x / torch.sqrt(use + self.eps) * self.weight + self.bias
+
+
+class PowerNormSourceC(nn.Module):
+    """What [C] calls PowerNorm: a per-token p-mean normaliser, x / (mean(|x|^p)^(1/p) + eps) * gamma
+    + beta. For p = 2 this is RMSNorm with eps outside the root and a bias: an LN-family method,
+    not the paper's BN-family PowerNorm."""
+
+    def __init__(self, d: int, p: float = 2.0, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.weight, self.bias = nn.Parameter(torch.ones(d)), nn.Parameter(torch.zeros(d))
+        self.p, self.eps = p, eps
+
+    def forward(self, x: Tensor) -> Tensor:
+        norm = x.abs().pow(self.p).mean(-1, keepdim=True).pow(1 / self.p) + self.eps
+        return x / norm * self.weight + self.bias
+
+
+class QKNormAttention(SelfAttention):
+    """Self-attention with optional QK-norm: RMSNorm on each head's queries and keys before the
+    dot product (Gemma 3, OLMo 2 over the full width, Qwen 3 per head). Records the largest
+    |attention logit| of the last call in ``last_max_logit``.
+        logits = (norm(q) . norm(k)) / sqrt(d_head)      |logit| <= sqrt(d_head) * max|g_q| * max|g_k|"""
+
+    def __init__(self, width: int, heads: int = 4, causal: bool = False, qk_norm: bool = True) -> None:
+        super().__init__(width, heads, causal)
+        d = width // heads
+        self.q_norm = nn.RMSNorm(d, eps=1e-6) if qk_norm else nn.Identity()
+        self.k_norm = nn.RMSNorm(d, eps=1e-6) if qk_norm else nn.Identity()
+        self.last_max_logit = 0.0
+
+    def forward(self, x: Tensor) -> Tensor:
+        b, s, w = x.shape
+        split = lambda t: t.view(b, s, self.heads, w // self.heads).transpose(1, 2)
+        q, k, v = self.q_norm(split(self.q_proj(x))), self.k_norm(split(self.k_proj(x))), split(self.v_proj(x))
+        logits = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+        if self.causal:
+            logits = logits.masked_fill(torch.ones(s, s, dtype=torch.bool, device=x.device).triu(1), float("-inf"))
+        self.last_max_logit = logits.detach().abs().masked_fill(torch.isinf(logits), 0).max().item()
+        y = logits.softmax(-1) @ v
+        return self.out_proj(y.transpose(1, 2).reshape(b, s, w))
+
+
+def use_qk_attention(model: nn.Module, qk_norm: bool) -> list[QKNormAttention]:
+    """Swap every SelfAttention of a normlab.blocks model for a QKNormAttention with the same weights."""
+    swapped = []
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            if type(child) is SelfAttention:
+                new = QKNormAttention(child.q_proj.in_features, child.heads, child.causal, qk_norm)
+                new.load_state_dict(child.state_dict(), strict=False)
+                setattr(module, name, new)
+                swapped.append(new)
+    return swapped
+
+
+class DyT(nn.Module):
+    """Dynamic Tanh (Zhu, Chen, He, LeCun, Liu 2025): y = gamma * tanh(alpha * x) + beta, alpha a
+    learnable scalar (init 0.5 in jiachenzhu/DyT dynamic_tanh.py), gamma/beta per channel.
+    No statistics at all: a drop-in replacement for LayerNorm."""
+
+    def __init__(self, d: int, alpha_init: float = 0.5) -> None:
+        super().__init__()
+        self.alpha = nn.Parameter(torch.tensor(alpha_init))
+        self.weight, self.bias = nn.Parameter(torch.ones(d)), nn.Parameter(torch.zeros(d))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.tanh(self.alpha * x) * self.weight + self.bias
+
+
+def replace_layernorms(model: nn.Module, make) -> int:
+    """Replace every nn.LayerNorm in ``model`` by ``make(d)``; returns how many were replaced."""
+    n = 0
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            if isinstance(child, nn.LayerNorm):
+                setattr(module, name, make(child.normalized_shape[0]))
+                n += 1
+    return n
+
+
+def fit_tanh(x: Tensor, y: Tensor, steps: int = 300) -> tuple[float, float, float]:
+    """Least-squares fit y ~ a * tanh(b * x); returns (a, b, R^2)."""
+    a, b = torch.tensor(1.0, requires_grad=True), torch.tensor(0.5, requires_grad=True)
+    opt = torch.optim.Adam([a, b], lr=0.05)
+    for _ in range(steps):
+        loss = F.mse_loss(a * torch.tanh(b * x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        r2 = 1 - F.mse_loss(a * torch.tanh(b * x), y) / y.var()
+    return a.item(), b.item(), r2.item()

@@ -1,0 +1,70 @@
+"""normlab.beyond against the definitions, computed independently here."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from normlab import beyond
+from normlab.blocks import SelfAttention, SequenceModel
+
+
+def test_scalenorm_definition_and_init():
+    x = torch.randn(3, 16)
+    sn = beyond.ScaleNorm(16)
+    assert sn.g.item() == math.sqrt(16)
+    assert torch.allclose(sn(x), 4 * x / torch.linalg.vector_norm(x, dim=-1, keepdim=True))
+
+
+def test_powernorm_shen_uses_quadratic_mean_without_centering():
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 3) + 4.0
+    pn = beyond.PowerNormShen(3, warmup_steps=1)                      # first step: batch statistic
+    quad = x.pow(2).mean((0, 1))
+    assert torch.allclose(pn(x), x / torch.sqrt(quad + 1e-5))
+    assert torch.allclose(pn.running_phi, 0.9 * torch.ones(3) + 0.1 * quad)
+    y2 = pn(x)                                                        # later steps: the running statistic
+    assert torch.allclose(y2, x / torch.sqrt(0.9 * torch.ones(3) + 0.1 * quad + 1e-5))
+    assert pn(x).mean().item() > 0.5                                  # no mean subtraction
+
+
+def test_source_powernorm_is_rms_with_eps_outside_for_p2():
+    x = torch.randn(4, 8)
+    y = beyond.PowerNormSourceC(8, p=2.0, eps=1e-6)(x)
+    assert torch.allclose(y, x / (x.pow(2).mean(-1, keepdim=True).sqrt() + 1e-6))
+
+
+def test_qk_attention_without_norm_equals_the_original_and_with_norm_is_bounded():
+    torch.manual_seed(0)
+    att = SelfAttention(32, heads=4)
+    x = torch.randn(2, 6, 32)
+    plain = beyond.QKNormAttention(32, 4, qk_norm=False)
+    plain.load_state_dict(att.state_dict(), strict=False)
+    assert torch.allclose(plain(x), att(x), atol=1e-5)
+    normed = beyond.QKNormAttention(32, 4, qk_norm=True)
+    with torch.no_grad():
+        normed.q_proj.weight.mul_(100)
+        normed.k_proj.weight.mul_(100)
+    normed(x)
+    assert normed.last_max_logit <= math.sqrt(8) + 1e-4                # |q.k|/sqrt(d) <= sqrt(d) with unit gains
+    model = SequenceModel(8, 6, depth=1, width=32, seed=0)
+    assert len(beyond.use_qk_attention(model, True)) == 1
+
+
+def test_dyt_definition_and_replacement():
+    d = beyond.DyT(8, alpha_init=0.5)
+    x = torch.randn(3, 8)
+    assert torch.allclose(d(x), torch.tanh(0.5 * x))
+    model = nn.Sequential(nn.Linear(8, 8), nn.LayerNorm(8), nn.Sequential(nn.LayerNorm(8)))
+    assert beyond.replace_layernorms(model, beyond.DyT) == 2
+    assert not any(isinstance(m, nn.LayerNorm) for m in model.modules())
+
+
+def test_fit_tanh_recovers_a_tanh_and_prefers_it_over_nothing():
+    x = torch.linspace(-6, 6, 400)
+    a, b, r2 = beyond.fit_tanh(x, 2.0 * torch.tanh(0.8 * x), steps=600)
+    assert r2 > 0.99 and abs(a - 2.0) < 0.1 and abs(b - 0.8) < 0.1
+    assert beyond.fit_tanh(x, torch.randn(400))[2] < 0.1
