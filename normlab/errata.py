@@ -1,0 +1,997 @@
+"""Errata of the five source documents [A]..[E]: each mistake as a minimal runnable function.
+
+For every erratum there is (1) a *flawed* function that reproduces the document's mistake in
+our own words and code (never a copy of theirs), (2) the correct reference (``torch.nn``,
+autograd, or a hand computation), and (3) a ``demo`` that puts the two side by side and
+returns the numbers as a :class:`Demo` (a small table plus a dict of key values that the
+companion notebook and ``tests/test_errata.py`` assert on).
+
+    from normlab import errata
+    errata.catalogue()          # index table: id, where, what it says, what is right, chapter
+    d = errata.demo("E3")       # run one demonstration; d.values["..."] are the key numbers
+
+Ids are "<document letter><number>" (A1, ..., E8). Claims that are a matter of degree
+(speed, "Pre-Norm is worse") are not errata: they are listed in ``CLAIMS`` with the chapter
+cell that measures them.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.overrides import TorchFunctionMode
+
+from .viz import Table
+
+__all__ = ["Erratum", "Demo", "ERRATA", "CLAIMS", "get", "demo", "catalogue", "claims_table"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The record and the demo result
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Erratum:
+    id: str                 # "E3"
+    doc: str                # "E"
+    section: str            # the document's own numbering or heading, e.g. "§1.2"
+    kind: str               # 公式 formula / 代码 code / 出处 attribution / 说法 claim
+    says: str               # what the document says, in our own words
+    right: str              # what is right, with the source
+    chapter: str            # notebook file stem where the callout belongs, e.g. "02_batchnorm"
+    chapter_section: str    # that notebook's section title
+    run: Callable[[], "Demo"] = field(repr=False, compare=False)
+
+
+@dataclass
+class Demo:
+    title: str
+    columns: list[str]
+    rows: list[list[object]]
+    values: dict[str, float]
+
+    def table(self) -> Table:
+        return Table(self.rows, self.columns, title=self.title)
+
+    def _repr_html_(self) -> str:
+        return self.table()._repr_html_()
+
+    def __repr__(self) -> str:
+        return str(self.table())
+
+
+def _gen(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _maxdiff(a: Tensor, b: Tensor) -> float:
+    return (a.detach().double() - b.detach().double()).abs().max().item()
+
+
+# ---------------------------------------------------------------------------------------------
+# [A] 《Add & Norm》
+# ---------------------------------------------------------------------------------------------
+
+def residual_chain_grad(jacobian_scale: float, depth: int = 10, width: int = 8) -> float:
+    """||d(sum y)/dx|| / ||d(sum x)/dx|| through ``depth`` blocks y = x + F(x), F(x) = c*x.
+
+    Each block's Jacobian is I + J_F = (1 + c) I, so the gradient is (1 + c)^depth, not 1^depth.
+    """
+    x = torch.ones(width, requires_grad=True)
+    y = x
+    for _ in range(depth):
+        y = y + jacobian_scale * y                       # x + F(x), J = (1 + c) I
+    y.sum().backward()
+    return (x.grad.norm() / math.sqrt(width)).item()
+
+
+def demo_a1() -> Demo:
+    rows, values = [], {}
+    for c, label in ((0.0, "F 的雅可比 J_F = 0（[A] 的假设）"), (-0.9, "J_F = -0.9·I"), (0.5, "J_F = +0.5·I")):
+        g = residual_chain_grad(c)
+        rows.append([label, f"{(1 + c) ** 10:.3g}", f"{g:.3g}"])
+        values[f"grad_{c:+.1f}"] = g
+    return Demo("[A] §1：10 个残差块后的梯度倍数 = (I + J_F) 的乘积，不是 1",
+                ["子层", "手算 (1+c)^10", "autograd 测得"], rows, values)
+
+
+class NoRunningStatsBatchNorm(nn.Module):
+    """[A] §2.2.1's mistake: always normalise with the current batch (no running statistics),
+    and take dims (0, 2, 3) for anything that is not 2-D."""
+
+    def __init__(self, c: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight, self.bias = nn.Parameter(torch.ones(c)), nn.Parameter(torch.zeros(c))
+
+    def forward(self, x: Tensor) -> Tensor:
+        dims = (0,) if x.dim() == 2 else (0, 2, 3)
+        mu = x.mean(dim=dims, keepdim=True)
+        var = x.var(dim=dims, keepdim=True, unbiased=False)
+        return self.weight.view_as(mu) * (x - mu) / (var + self.eps).sqrt() + self.bias.view_as(mu)
+
+
+def demo_a2() -> Demo:
+    g = _gen(0)
+    flawed, ref = NoRunningStatsBatchNorm(4), nn.BatchNorm1d(4)
+    for _ in range(50):                                            # let torch's running stats settle
+        ref(torch.randn(32, 4, generator=g) * 2 + 3)
+    ref.eval()
+    one = torch.randn(1, 4, generator=g) * 2 + 3                   # a single test sample
+    out_flawed, out_ref = flawed(one), ref(one)
+    try:
+        flawed(torch.randn(2, 4, 5, generator=g))                  # (N, C, L) input
+        crash = "无错误"
+    except (IndexError, RuntimeError) as err:
+        crash = type(err).__name__
+    values = {"flawed_single_abs": out_flawed.abs().max().item(), "ref_single_abs": out_ref.abs().max().item(),
+              "ncl_crashes": float(crash != "无错误")}
+    rows = [["单个样本推理：输出的最大 |y|", f"{values['flawed_single_abs']:.3g}（全是 β=0）",
+             f"{values['ref_single_abs']:.3g}"],
+            ["(N, C, L) 输入", crash, "正常 (BatchNorm1d 支持)"]]
+    return Demo("[A] §2.2.1 的 BatchNorm vs nn.BatchNorm1d (eval)", ["检查", "[A] 的写法", "torch.nn"], rows, values)
+
+
+def layer_norm_std_eps(x: Tensor, eps: float = 1e-6) -> Tensor:
+    """[A] §2.3.1 / [E] ...: (x - mu) / (std + eps), eps outside the root (std biased)."""
+    mu = x.mean(-1, keepdim=True)
+    return (x - mu) / (x.std(-1, keepdim=True, unbiased=False) + eps)
+
+
+def demo_a3() -> Demo:
+    g, rows, values = _gen(0), [], {}
+    ref = nn.LayerNorm(16, eps=1e-6, elementwise_affine=False)
+    for scale in (1.0, 1e-2, 1e-3):
+        x = torch.randn(4, 16, generator=g) * scale
+        d = _maxdiff(layer_norm_std_eps(x), ref(x))
+        rows.append([f"{scale:g}", f"{d:.3g}"])
+        values[f"diff_{scale:g}"] = d
+    values["parmaeter_exists"] = float(hasattr(nn, "Parmaeter"))
+    rows.append(["nn.Parmaeter 存在吗？", "否 → AttributeError，类无法实例化" if not hasattr(nn, "Parmaeter") else "是"])
+    return Demo("[A] §2.3.1 (x-μ)/(σ+ε) vs nn.LayerNorm(eps=1e-6)：输入越小差得越多",
+                ["输入标准差", "max |[A] − torch|"], rows, values)
+
+
+def rms_norm_upcast_then_weight(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
+    """[A] §2.4: normalise in float32, cast back, *then* multiply by a float32 weight."""
+    xf = x.float()
+    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * y.type_as(x)                                   # promotes back to float32
+
+
+def demo_a4() -> Demo:
+    x = torch.randn(2, 8, generator=_gen(0)).to(torch.bfloat16)
+    ref = nn.RMSNorm(8, eps=1e-6)                                  # float32 weight, as a fresh module has
+    with torch.no_grad(), _quiet():
+        out_ref = ref(x)
+    out = rms_norm_upcast_then_weight(x, ref.weight.detach())
+    values = {"same_dtype": float(out.dtype == out_ref.dtype), "diff": _maxdiff(out, out_ref)}
+    rows = [["输出 dtype", str(out.dtype), str(out_ref.dtype)], ["max |差|", f"{values['diff']:.3g}", "—"]]
+    return Demo("[A] §2.4 的 RMSNorm：bfloat16 输入、float32 权重", ["", "[A] 的写法", "nn.RMSNorm"], rows, values)
+
+
+class _quiet:
+    """Silence the 'mismatch dtype' UserWarning of F.rms_norm inside a demo."""
+
+    def __enter__(self):
+        import warnings
+        self._w = warnings.catch_warnings()
+        self._w.__enter__()
+        warnings.simplefilter("ignore")
+
+    def __exit__(self, *exc):
+        self._w.__exit__(*exc)
+
+
+def ffn_branch_ratio(beta: float, width: int = 16) -> float:
+    """||G(beta x)|| / ||G_beta(x)|| for a bias-free ReLU FFN G(x) = W2 relu(W1 x).
+
+    Runtime scaling of the input (flawed) multiplies the output by beta once; DeepNet scales W1
+    and W2 at init, i.e. beta^2 (positive homogeneity). The ratio is 1/beta exactly.
+    """
+    g = _gen(1)
+    w1, w2 = torch.randn(4 * width, width, generator=g), torch.randn(width, 4 * width, generator=g)
+    x = torch.randn(8, width, generator=g)
+    flawed = F.relu((beta * x) @ w1.T) @ w2.T
+    correct = F.relu(x @ (beta * w1).T) @ (beta * w2).T
+    return (flawed.norm() / correct.norm()).item()
+
+
+def adam_effective_step(runtime_scale: float, lr: float = 1e-3, width: int = 16) -> float:
+    """Change of the *effective* linear map after one Adam step, runtime scale vs init scale.
+
+    init-scaled:   y = W x with W = s W0 a parameter -> |dW| = lr per entry (Adam's first step)
+    runtime-scaled: y = s (W x), W = W0 a parameter   -> |d(s W)| = s * lr
+    Returns ||d(effective W)||(runtime) / ||d(effective W)||(init), which is s.
+    """
+    g = _gen(2)
+    w0, x, t = torch.randn(width, width, generator=g), torch.randn(32, width, generator=g), torch.randn(32, width, generator=g)
+    changes = []
+    for runtime in (True, False):
+        w = nn.Parameter(w0.clone() if runtime else runtime_scale * w0.clone())
+        opt = torch.optim.Adam([w], lr=lr)
+        eff = lambda: (runtime_scale * w if runtime else w).detach().clone()
+        before = eff()
+        out = runtime_scale * (x @ w.T) if runtime else x @ w.T
+        F.mse_loss(out, t).backward()
+        opt.step()
+        changes.append((eff() - before).norm().item())
+    return changes[0] / changes[1]
+
+
+def demo_a5() -> Demo:
+    from .deepnorm import constants
+    N = 24
+    alpha, beta = constants("decoder", N)
+    r_fwd, r_adam = ffn_branch_ratio(beta), adam_effective_step(beta)
+    rows = [["初始化时 FFN 支路输出之比 ‖G(βx)‖/‖G_β(x)‖", f"{r_fwd:.3f}", f"1/β = {1 / beta:.3f}"],
+            ["Adam 第一步后有效权重变化之比", f"{r_adam:.3f}", f"β = {beta:.3f}"]]
+    return Demo(f"[A] §2.5.1：β 乘在输入上（运行时）vs 论文的 β 初始化 (N={N}, β={beta:.3f})",
+                ["量", "测得", "手算"], rows, {"beta": beta, "alpha": alpha, "fwd_ratio": r_fwd, "adam_ratio": r_adam})
+
+
+ARXIV = {  # first arXiv version (yymm.number); the arXiv id encodes the month of submission
+    "Baevski & Auli 2019, Adaptive Input Representations (Pre-LN 语言模型)": "1809.10853",
+    "Wang et al. 2019, Learning Deep Transformer Models for MT (Pre-LN)": "1906.01787",
+    "Xiong et al. 2020, On Layer Normalization in the Transformer Architecture": "2002.04745",
+}
+
+
+def demo_a6() -> Demo:
+    rows = [[k, v, f"20{v[:2]}-{v[2:4]}"] for k, v in ARXIV.items()]
+    rows.append(["Radford et al. 2019, GPT-2 报告 §2.3：LN 移到每个子块的输入", "（非 arXiv）", "2019-02"])
+    xiong = ARXIV["Xiong et al. 2020, On Layer Normalization in the Transformer Architecture"]
+    earlier = sum(v < xiong for v in ARXIV.values())
+    return Demo("[A] §2.6：Pre-LN 早于 Xiong et al. 2020 就在用（arXiv 编号 = 提交年月）",
+                ["论文", "arXiv", "年-月"], rows, {"earlier_papers": float(earlier)})
+
+
+# ---------------------------------------------------------------------------------------------
+# [B] 笔记 (and the same BatchNorm code in [E] §1.3)
+# ---------------------------------------------------------------------------------------------
+
+class GradModeBatchNorm(nn.Module):
+    """[B] (and [E] §1.3)-style BatchNorm: mode from torch.is_grad_enabled(), moving statistics as
+    plain attributes (not buffers), biased moving variance, old-value-weight momentum m:
+    moving <- m * moving + (1 - m) * batch."""
+
+    def __init__(self, c: int, m: float = 0.9, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.m, self.eps = m, eps
+        self.gamma, self.beta = nn.Parameter(torch.ones(c)), nn.Parameter(torch.zeros(c))
+        self.moving_mean, self.moving_var = torch.zeros(c), torch.ones(c)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not torch.is_grad_enabled():
+            x_hat = (x - self.moving_mean) / torch.sqrt(self.moving_var + self.eps)
+        else:
+            mu, var = x.mean(0), ((x - x.mean(0)) ** 2).mean(0)
+            x_hat = (x - mu) / torch.sqrt(var + self.eps)
+            self.moving_mean = (self.m * self.moving_mean + (1 - self.m) * mu).detach()
+            self.moving_var = (self.m * self.moving_var + (1 - self.m) * var).detach()
+        return self.gamma * x_hat + self.beta
+
+
+def demo_b1() -> Demo:
+    g = _gen(0)
+    flawed, ref = GradModeBatchNorm(3), nn.BatchNorm1d(3)
+    for _ in range(30):
+        xb = torch.randn(8, 3, generator=g) + 2
+        flawed(xb), ref(xb)
+    flawed.eval(), ref.eval()
+    shifted = torch.randn(8, 3, generator=g) + 10                  # an evaluation batch, no no_grad
+    before = flawed.moving_mean.clone()
+    yf, yr = flawed(shifted), ref(shifted)
+    values = {
+        "flawed_eval_mean": yf.mean().item(), "ref_eval_mean": yr.mean().item(),
+        "flawed_stats_moved": float(not torch.equal(before, flawed.moving_mean)),
+        "flawed_in_state_dict": float(any("moving" in k for k in flawed.state_dict())),
+        "ref_in_state_dict": float("running_mean" in ref.state_dict()),
+        "var_ratio": (flawed.moving_var / ref.running_var).mean().item(),
+    }
+    rows = [["model.eval() 后（未包 no_grad）输出均值", f"{values['flawed_eval_mean']:.3g}（仍用 batch 统计量）",
+             f"{values['ref_eval_mean']:.3g}（用滑动统计量）"],
+            ["这次 eval 前向改写了滑动统计量？", "是" if values["flawed_stats_moved"] else "否", "否"],
+            ["滑动统计量在 state_dict 里？", "是" if values["flawed_in_state_dict"] else "否（普通属性）", "是 (buffer)"],
+            ["滑动方差 / torch 的滑动方差", f"{values['var_ratio']:.3f}", "1（torch 存无偏方差）"]]
+    return Demo("[B]、[E] §1.3 的 BatchNorm vs nn.BatchNorm1d", ["检查", "资料的写法", "torch.nn"], rows, values)
+
+
+def demo_b2() -> Demo:
+    ln, rms = nn.LayerNorm(64), nn.RMSNorm(64)
+    n_ln, n_rms = sum(p.numel() for p in ln.parameters()), sum(p.numel() for p in rms.parameters())
+    names = ", ".join(n for n, _ in rms.named_parameters())
+    rows = [["LayerNorm(64)", n_ln, "weight γ, bias β"], ["RMSNorm(64)", n_rms, f"{names} (γ，即缩放)"]]
+    return Demo("[B] RMSNorm：去掉的是 β 和减均值，缩放 γ 还在", ["模块", "参数个数", "参数"], rows,
+                {"ln_params": float(n_ln), "rms_params": float(n_rms)})
+
+
+# ---------------------------------------------------------------------------------------------
+# [C] 《Add & Norm（大模型篇）》
+# ---------------------------------------------------------------------------------------------
+
+def layerscale_drift(init: float, depth: int = 24, width: int = 32) -> float:
+    """||x_L - x_0|| / ||x_0|| at init for x <- x + diag(init) F(LN(x)), F a random ReLU MLP."""
+    g = _gen(3)
+    x0 = torch.randn(16, width, generator=g)
+    x = x0
+    for _ in range(depth):
+        w1 = torch.randn(4 * width, width, generator=g) / math.sqrt(width)
+        w2 = torch.randn(width, 4 * width, generator=g) / math.sqrt(4 * width)
+        x = x + init * (F.relu(F.layer_norm(x, (width,)) @ w1.T) @ w2.T)
+    return ((x - x0).norm() / x0.norm()).item()
+
+
+def demo_c1() -> Demo:
+    rows, values = [], {}
+    for init, who in ((0.1, "[C] 示例代码"), (1e-5, "CaiT, 深度 24 (deit cait_models.py)"), (1e-6, "CaiT S36")):
+        d = layerscale_drift(init)
+        rows.append([f"{init:g}", who, f"{d:.3g}"])
+        values[f"drift_{init:g}"] = d
+    rows.append(["出处", "[C] 写 \"MetaNet\"", "Touvron et al. 2021, CaiT (arXiv 2103.17239) §3"])
+    return Demo("[C] LayerScale：24 个 Pre-LN 块初始化时主干被改变多少 ‖x_L − x_0‖/‖x_0‖",
+                ["初值", "来源", "主干相对变化"], rows, values)
+
+
+def demo_c2() -> Demo:
+    w = 32
+    c_block = nn.ModuleDict({"norm1": nn.LayerNorm(w), "norm2": nn.LayerNorm(w)})   # what [C] keeps
+    n_norm_c = sum(p.numel() for p in c_block.parameters())
+    rows = [["Bachlechner et al. 2020 式 (1)", "x + α·F(x)", 0, "去掉 LayerNorm，也不需要预热"],
+            ["[C] 的 ReZeroTransformerBlock", "x + α·F(LN(x))", n_norm_c, "Pre-LN 加一个门"]]
+    return Demo(f"[C] ReZero：论文的块里没有 LayerNorm（宽度 {w}）", ["写法", "公式", "每块归一化参数", "说明"],
+                rows, {"paper_norm_params": 0.0, "c_norm_params": float(n_norm_c)})
+
+
+def demo_c3() -> Demo:
+    from .deepnorm import constants
+    N = 100
+    alpha, beta = constants("decoder", N)
+    c_beta = 1 / math.sqrt(2 * N)
+    rows = [["[C] \"深度缩放\" (Pre-LN)", "1", f"{c_beta:.4f}", "运行时，整个支路，永远", f"{adam_effective_step(c_beta):.4f}"],
+            ["DeepNet 解码器 (Post-LN, §4.3)", f"{alpha:.3f}", f"{beta:.4f}", "初始化，只 ffn/v_proj/out_proj", "1"],
+            ["GPT-2 §2.3 (Pre-LN)", "1", f"{c_beta:.4f}", "初始化，写回主干的权重", "1"]]
+    return Demo(f"[C] 的深度缩放不是 DeepNet (N={N})", ["写法", "主干乘 α", "支路缩放", "何时、作用于谁",
+                                                       "Adam 有效学习率倍数"],
+                rows, {"c_beta": c_beta, "deepnet_alpha": alpha, "deepnet_beta": beta,
+                       "c_adam_ratio": adam_effective_step(c_beta)})
+
+
+def powernorm_source_c(x: Tensor, p: float = 2.0, eps: float = 1e-6) -> Tensor:
+    """[C]'s 'PowerNorm': per-token x / (mean|x|^p)^(1/p) + eps, no batch statistics (gamma=1, beta=0)."""
+    return x / (x.abs().pow(p).mean(-1, keepdim=True).pow(1 / p) + eps)
+
+
+def powernorm_shen_train(x: Tensor, eps: float = 1e-5) -> Tensor:
+    """Shen et al. 2020 PowerNorm, training forward without the running average: each feature
+    divided by its quadratic mean over the *batch* (and tokens), no mean subtraction."""
+    return x / torch.sqrt(x.pow(2).mean(dim=tuple(range(x.dim() - 1)), keepdim=True) + eps)
+
+
+def demo_c4() -> Demo:
+    g = _gen(4)
+    x = torch.randn(4, 6, 16, generator=g) * 3
+    other = x.clone()
+    other[1:] = torch.randn(3, 6, 16, generator=g) * 10             # change the *other* samples
+    rms = nn.RMSNorm(16, eps=0.0)
+    values = {"vs_rmsnorm": _maxdiff(powernorm_source_c(x), rms(x)),
+              "c_batch_dep": _maxdiff(powernorm_source_c(x)[0], powernorm_source_c(other)[0]),
+              "shen_batch_dep": _maxdiff(powernorm_shen_train(x)[0], powernorm_shen_train(other)[0])}
+    rows = [["与 nn.RMSNorm 的最大差 (p=2)", f"{values['vs_rmsnorm']:.2g}", "—"],
+            ["换掉同 batch 的其他样本，样本 0 的输出变化", f"{values['c_batch_dep']:.3g}", f"{values['shen_batch_dep']:.3g}"]]
+    return Demo("[C] 的 \"PowerNorm\" 其实是 RMSNorm + β；Shen et al. 2020 的 PowerNorm 是 BN 的变体",
+                ["检查", "[C] 的写法", "Shen et al. (batch 二次均值)"], rows, values)
+
+
+def t5_norm(x: Tensor, eps: float = 1e-6) -> Tensor:
+    """T5's layer norm (Raffel et al. 2020 §2.1): scale only, no mean subtraction, no bias."""
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+
+
+def demo_c5() -> Demo:
+    x = torch.randn(3, 16, generator=_gen(5)) + 2.0                # tokens with a non-zero mean
+    values = {"vs_layernorm": _maxdiff(t5_norm(x), F.layer_norm(x, (16,), eps=1e-6)),
+              "vs_rmsnorm": _maxdiff(t5_norm(x), F.rms_norm(x, (16,), eps=1e-6))}
+    rows = [["nn.LayerNorm（[C] 表里写的）", f"{values['vs_layernorm']:.3g}"],
+            ["nn.RMSNorm", f"{values['vs_rmsnorm']:.2g}"]]
+    return Demo("[C] 模型表：T5 的 norm 与谁一致？max |T5 norm − 它|", ["对照", "最大差"], rows, values)
+
+
+def monitor_like_source_c(model: nn.Module, x: Tensor) -> None:
+    """[C]'s monitor: reads ``module.input`` of every LayerNorm, an attribute that does not exist."""
+    model(x)
+    for _, module in model.named_modules():
+        if isinstance(module, nn.LayerNorm):
+            module.input.mean()                                    # AttributeError
+
+
+def layernorm_stats(model: nn.Module, x: Tensor) -> list[dict[str, float]]:
+    """Input/output mean and std of every nn.LayerNorm, via forward hooks removed afterwards."""
+    stats, handles = [], []
+    for name, module in model.named_modules():
+        if isinstance(module, nn.LayerNorm):
+            def hook(mod, inp, out, name=name):
+                stats.append({"layer": name, "in_mean": inp[0].mean().item(), "in_std": inp[0].std().item(),
+                              "out_mean": out.mean().item(), "out_std": out.std().item()})
+            handles.append(module.register_forward_hook(hook))
+    try:
+        with torch.no_grad():
+            model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    return stats
+
+
+def _tiny_model() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 8), nn.LayerNorm(8), nn.ReLU(), nn.Linear(8, 8), nn.LayerNorm(8))
+
+
+def demo_c6() -> Demo:
+    model, x = _tiny_model(), torch.randn(4, 8, generator=_gen(6)) * 5
+    try:
+        monitor_like_source_c(model, x)
+        err = "无错误"
+    except AttributeError as e:
+        err = f"AttributeError: {str(e)[:60]}"
+    stats = layernorm_stats(model, x)
+    rows = [["[C] 的 monitor_layer_norm", err]] + [
+        [f"forward hook：{s['layer']}", f"输入 std {s['in_std']:.3g} → 输出 std {s['out_std']:.3g}"] for s in stats]
+    return Demo("[C] 的监测代码读不存在的属性；用 forward hook 才能拿到输入输出", ["做法", "结果"], rows,
+                {"raises": float(err.startswith("AttributeError")), "hooked_layers": float(len(stats)),
+                 "left_hooks": float(sum(len(m._forward_hooks) for m in model.modules()))})
+
+
+def gradient_flow_like_source_c(model: nn.Module, calls: list) -> None:
+    """[C]'s pattern: a tensor hook on every parameter, registered on each call, never removed."""
+    for name, p in model.named_parameters():
+        p.register_hook(lambda grad, name=name: calls.append(name))
+
+
+def demo_c7() -> Demo:
+    model, x = _tiny_model(), torch.randn(4, 8, generator=_gen(7))
+    n_params = len(list(model.parameters()))
+    calls: list = []
+    rows, values = [], {}
+    for k in (1, 2, 3):
+        gradient_flow_like_source_c(model, calls)                 # "analyse" once more
+        calls.clear()
+        model.zero_grad()
+        model(x).sum().backward()
+        rows.append([k, len(calls), n_params])
+        values[f"calls_after_{k}"] = float(len(calls))
+    return Demo("[C] analyze_gradient_flow：钩子只注册不删除，每调用一次，每次反向传播多触发一轮",
+                ["已调用次数", "一次 backward 触发的钩子数", "参数个数（应当）"], rows, values)
+
+
+class _CountCalls(TorchFunctionMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.calls.append(getattr(func, "__name__", str(func)))
+        return func(*args, **(kwargs or {}))
+
+
+def add_layer_norm_source_c(x: Tensor, residual: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-12) -> Tensor:
+    """[C]'s 'FusedAddLayerNorm' forward: the same separate eager ops as usual, nothing fused."""
+    s = x + residual
+    mean = s.mean(dim=-1, keepdim=True)
+    var = s.var(dim=-1, unbiased=False, keepdim=True)
+    return weight * ((s - mean) / torch.sqrt(var + eps)) + bias
+
+
+def count_torch_calls(fn: Callable[[], object]) -> int:
+    with _CountCalls() as mode:
+        fn()
+    return len([c for c in mode.calls if not c.startswith("__get__")])
+
+
+def _median_time(fn: Callable[[], object], repeats: int = 15) -> float:
+    fn()
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return sorted(ts)[len(ts) // 2]
+
+
+def demo_c8() -> Demo:
+    g = _gen(8)
+    x, r = torch.randn(16, 128, 512, generator=g), torch.randn(16, 128, 512, generator=g)
+    w, b = torch.ones(512), torch.zeros(512)
+    c_fn = lambda: add_layer_norm_source_c(x, r, w, b, eps=1e-5)
+    ref_fn = lambda: F.layer_norm(x + r, (512,), w, b, eps=1e-5)
+    values = {"c_calls": float(count_torch_calls(c_fn)), "ref_calls": float(count_torch_calls(ref_fn)),
+              "diff": _maxdiff(c_fn(), ref_fn()), "c_ms": 1e3 * _median_time(c_fn), "ref_ms": 1e3 * _median_time(ref_fn)}
+    rows = [["torch 运算调用次数（每次都是一遍完整的内存读写）", int(values["c_calls"]), int(values["ref_calls"])],
+            ["CPU 中位耗时 ms（本机，(16,128,512)）", f"{values['c_ms']:.2f}", f"{values['ref_ms']:.2f}"],
+            ["输出最大差", f"{values['diff']:.2g}", "—"]]
+    return Demo("[C] \"融合\" Add & Norm vs x + r 再 F.layer_norm", ["", "[C] FusedAddLayerNorm", "add + F.layer_norm"],
+                rows, values)
+
+
+def demo_c9() -> Demo:
+    eps16 = float(torch.tensor(1e-12, dtype=torch.float16))
+    row = torch.full((1, 8), 3.0, dtype=torch.float16)              # a constant token (e.g. padding)
+
+    def ln_in(x: Tensor, eps: float) -> Tensor:                     # everything in x's dtype, like a .half() copy
+        mu = x.mean(-1, keepdim=True)
+        var = ((x - mu) ** 2).mean(-1, keepdim=True)
+        return (x - mu) / torch.sqrt(var + torch.tensor(eps, dtype=x.dtype))
+
+    nan12 = float(torch.isnan(ln_in(row, 1e-12)).any())
+    nan5 = float(torch.isnan(ln_in(row, 1e-5)).any())
+    rows = [["1e-12 存成 float16 后的值", f"{eps16:g}", f"{float(torch.tensor(1e-5, dtype=torch.float16)):.3g}"],
+            ["常数行的输出含 NaN？", "是" if nan12 else "否", "是" if nan5 else "否"]]
+    return Demo("[C] LayerNorm 的 eps=1e-12 在 float16 下", ["", "eps = 1e-12", "eps = 1e-5"], rows,
+                {"eps16": eps16, "nan_1e-12": nan12, "nan_1e-5": nan5})
+
+
+# ---------------------------------------------------------------------------------------------
+# [D] 《归一化技术》
+# ---------------------------------------------------------------------------------------------
+
+def demo_d1() -> Demo:
+    g = _gen(9)
+    x = torch.randn(4, 8, generator=g)
+    ln_flawed = (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True) + 1e-5)   # var() = unbiased
+    bn_flawed = (x - x.mean(0)) / torch.sqrt(x.var(0) + 1e-5)
+    ln_ratio = (ln_flawed / F.layer_norm(x, (8,))).mean().item()
+    bn_ratio = (bn_flawed / F.batch_norm(x, None, None, training=True)).mean().item()
+    rows = [["LayerNorm, d = 8", f"{ln_ratio:.4f}", f"√(7/8) = {math.sqrt(7 / 8):.4f}"],
+            ["BatchNorm, batch = 4", f"{bn_ratio:.4f}", f"√(3/4) = {math.sqrt(3 / 4):.4f}"]]
+    return Demo("[D] Q1/Q2 用 x.var()（默认无偏）：输出 / torch 的输出", ["", "测得", "手算 √((n−1)/n)"], rows,
+                {"ln_ratio": ln_ratio, "bn_ratio": bn_ratio})
+
+
+class MomentumMixupBatchNorm(nn.Module):
+    """[D]'s BatchNorm1d: PyTorch's formula (1-m)*running + m*batch with m = 0.9, biased variance,
+    and running statistics assigned from tensors that still carry the autograd graph."""
+
+    def __init__(self, c: int, momentum: float = 0.9, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.momentum, self.eps = momentum, eps
+        self.gamma, self.beta = nn.Parameter(torch.ones(c)), nn.Parameter(torch.zeros(c))
+        self.register_buffer("running_mean", torch.zeros(c))
+        self.register_buffer("running_var", torch.ones(c))
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.training:
+            mu, var = x.mean(0), x.var(0, unbiased=False)
+            self.running_mean = (1 - self.momentum) * self.running_mean + self.momentum * mu
+            self.running_var = (1 - self.momentum) * self.running_var + self.momentum * var
+        else:
+            mu, var = self.running_mean, self.running_var
+        return self.gamma * (x - mu) / torch.sqrt(var + self.eps) + self.beta
+
+
+def demo_d2() -> Demo:
+    g = _gen(10)
+    lin = nn.Linear(3, 3)
+    flawed, ref, ref09 = MomentumMixupBatchNorm(3), nn.BatchNorm1d(3), nn.BatchNorm1d(3, momentum=0.9)
+    trace_f, trace_r = [], []
+    for _ in range(40):
+        h = lin(torch.randn(8, 3, generator=g) + 1)               # requires grad, like a hidden layer
+        flawed(h), ref(h.detach()), ref09(h.detach())
+        trace_f.append(flawed.running_mean[0].item()), trace_r.append(ref.running_mean[0].item())
+    jitter = lambda t: torch.tensor(t[-20:]).std().item()
+    values = {"match_momentum_09": _maxdiff(flawed.running_mean, ref09.running_mean),
+              "jitter_flawed": jitter(trace_f), "jitter_ref": jitter(trace_r),
+              "keeps_graph": float(flawed.running_mean.grad_fn is not None),
+              "var_ratio": (flawed.running_var / ref09.running_var).mean().item()}
+    rows = [["滑动均值与 nn.BatchNorm1d(momentum=0.9) 的最大差", f"{values['match_momentum_09']:.2g}", "—"],
+            ["最后 20 步滑动均值的抖动 (std)", f"{values['jitter_flawed']:.3g}", f"{values['jitter_ref']:.3g}（默认 0.1）"],
+            ["running_mean 还挂着计算图 (grad_fn)？", "是" if values["keeps_graph"] else "否", "否"],
+            ["滑动方差 / torch(momentum=0.9) 的", f"{values['var_ratio']:.3f}", "1（torch 存无偏方差）"]]
+    return Demo("[D] 的 BatchNorm1d：momentum=0.9 代入 PyTorch 的公式", ["检查", "[D] 的写法", "torch.nn"], rows, values)
+
+
+def preln_last_ffn_grad(depth: int, width: int = 32, seeds: tuple[int, ...] = (0, 1, 2)) -> float:
+    """Mean ||dL/dW_fc2|| of the last block of a Pre-LN MLP stack (with final LN) at init."""
+    from .blocks import build_stack
+    total = 0.0
+    for s in seeds:
+        stack = build_stack(depth, width=width, wiring="pre", sublayer="mlp", seed=s)
+        x = torch.randn(64, width, generator=_gen(100 + s))
+        target = torch.randn(64, width, generator=_gen(200 + s))
+        F.mse_loss(stack(x), target).backward()
+        total += stack.blocks[-1].mlp.sublayer.fc2.weight.grad.norm().item()
+    return total / len(seeds)
+
+
+def demo_d3() -> Demo:
+    depths = (4, 16, 64)
+    grads = [preln_last_ffn_grad(L) for L in depths]
+    slope = (math.log(grads[-1]) - math.log(grads[0])) / (math.log(depths[-1]) - math.log(depths[0]))
+    rows = [[L, f"{gr:.4f}", f"{grads[0] * math.sqrt(depths[0] / L):.4f}", f"{grads[0] * math.sqrt(L / depths[0]):.4f}"]
+            for L, gr in zip(depths, grads)]
+    return Demo(f"[D] Q4：Pre-LN 最后一层 FFN 的梯度随层数 L（拟合指数 {slope:.2f}）",
+                ["L", "测得 ‖∂L/∂W‖", "若 ∝ 1/√L", "若 ∝ √L（[D]）"], rows, {"slope": slope})
+
+
+def fold_batchnorm(linear: nn.Linear, bn: nn.BatchNorm1d) -> nn.Linear:
+    """Linear followed by an eval-mode BN as one Linear: W' = s W, b' = s (b - mu) + beta, s = gamma/sqrt(var+eps)."""
+    s = bn.weight / torch.sqrt(bn.running_var + bn.eps)
+    fused = nn.Linear(linear.in_features, linear.out_features)
+    with torch.no_grad():
+        fused.weight.copy_(s[:, None] * linear.weight)
+        fused.bias.copy_(s * (linear.bias - bn.running_mean) + bn.bias)
+    return fused
+
+
+def demo_d4() -> Demo:
+    g = _gen(11)
+    torch.manual_seed(11)
+    lin, bn = nn.Linear(16, 8), nn.BatchNorm1d(8)
+    with torch.no_grad():
+        for _ in range(20):
+            bn(lin(torch.randn(32, 16, generator=g) * 2 + 1))
+        bn.weight.uniform_(0.5, 2.0), bn.bias.uniform_(-1, 1)
+    bn.eval()
+    x = torch.randn(5, 16, generator=g)
+    with torch.no_grad():
+        diff = _maxdiff(bn(lin(x)), fold_batchnorm(lin, bn)(x))
+    rows = [["Linear → BN (eval)", "2 个模块", "—"], ["折叠后的一个 Linear", "1 个模块", f"max 差 {diff:.2g}"]]
+    return Demo("[D] 对比表说 BN 计算成本\"中等\"：推理时 BN 可以折叠进前一层，代价为 0", ["", "推理时", "输出"],
+                rows, {"fold_diff": diff})
+
+
+def preln_stream_growth(depth: int, width: int = 32, seed: int = 0) -> float:
+    """||x_L||^2 / ||x_0||^2 of a Pre-LN MLP stack at init (no final norm)."""
+    from .blocks import build_stack
+    stack = build_stack(depth, width=width, wiring="pre", sublayer="mlp", final_norm=False, seed=seed)
+    x = torch.randn(64, width, generator=_gen(seed))
+    with torch.no_grad():
+        return (stack(x).pow(2).sum() / x.pow(2).sum()).item()
+
+
+def demo_d5() -> Demo:
+    depths = (6, 24, 96)
+    growth = [preln_stream_growth(L) for L in depths]
+    rows = [[L, f"{gr:.1f}", "1（最终 LN 把它拉回单位尺度）"] for L, gr in zip(depths, growth)]
+    return Demo("[D] 的 Pre-Norm 流程图少了最后一个 LayerNorm：主干 ‖x_L‖²/‖x_0‖² 随层数增长",
+                ["层数 L", "无最终 LN", "有最终 LN (GPT-2 的 ln_f)"], rows,
+                {f"growth_{L}": gr for L, gr in zip(depths, growth)})
+
+
+# ---------------------------------------------------------------------------------------------
+# [E] 《Normalization》
+# ---------------------------------------------------------------------------------------------
+
+def bn_over_be_plane(x: Tensor, eps: float = 1e-5) -> Tensor:
+    """[E] §1's 'BN on the (B, E) plane' for text (B, S, E): one statistic per position s."""
+    mu = x.mean(dim=(0, 2), keepdim=True)
+    var = x.var(dim=(0, 2), keepdim=True, unbiased=False)
+    return (x - mu) / torch.sqrt(var + eps)
+
+
+def demo_e1() -> Demo:
+    x = torch.randn(4, 6, 5, generator=_gen(12)) * torch.linspace(0.5, 3, 5) + torch.arange(5.0)  # features differ
+    flawed = bn_over_be_plane(x)
+    ref = nn.BatchNorm1d(5, affine=False)(x.transpose(1, 2)).transpose(1, 2)    # one statistic per feature e
+    feat_mean = lambda y: y.mean(dim=(0, 1)).abs().max().item()
+    values = {"flawed_feature_mean": feat_mean(flawed), "ref_feature_mean": feat_mean(ref),
+              "flawed_equals_bn_over_s": float(_maxdiff(flawed, nn.BatchNorm1d(6, affine=False)(x)) < 1e-5)}
+    rows = [["每个特征 e 归一化后的 |均值| 最大值", f"{values['flawed_feature_mean']:.3g}", f"{values['ref_feature_mean']:.2g}"],
+            ["统计量的组数", "S = 6（每个位置一组）", "E = 5（每个特征一组）"]]
+    return Demo("[E] §1 \"(B, E) 平面\" vs 文本上真正的 BN（每个特征 e 跨 (B, S)）",
+                ["", "[E] 的 (B, E) 平面", "nn.BatchNorm1d(E) on x.transpose(1, 2)"], rows, values)
+
+
+def demo_e2() -> Demo:
+    g = _gen(13)
+    x = torch.randn(4, 3, 5, 5, generator=g)
+    bhw = lambda t: F.batch_norm(t, None, None, training=True)      # [E] §2's "(B, HW) plane" = BN
+    lnorm = lambda t: F.layer_norm(t, t.shape[1:])                  # LN on images: per sample over (C, H, W)
+    other = x.clone()
+    other[1:] = torch.randn(3, 3, 5, 5, generator=g) * 4 + 2
+    values = {"bhw_batch_dep": _maxdiff(bhw(x)[0], bhw(other)[0]), "ln_batch_dep": _maxdiff(lnorm(x)[0], lnorm(other)[0]),
+              "ln_vs_groupnorm1": _maxdiff(lnorm(x), F.group_norm(x, 1))}
+    rows = [["换掉其他样本后样本 0 的输出变化", f"{values['bhw_batch_dep']:.3g}", f"{values['ln_batch_dep']:.2g}"],
+            ["与 GroupNorm(1, C) 的最大差", "—", f"{values['ln_vs_groupnorm1']:.2g}"]]
+    return Demo("[E] §2 说图像 LN 在 \"(B, HW) 平面\"：那是 BN；LN 是每个样本在 (C, H, W) 上",
+                ["", "(B, HW) 平面 = BN", "LayerNorm([C, H, W])"], rows, values)
+
+
+def demo_e3() -> Demo:
+    g = _gen(14)
+    bn = nn.BatchNorm1d(4)
+    with torch.no_grad():
+        for _ in range(30):
+            bn(torch.randn(16, 4, generator=g) * 3 + 1)
+    bn.eval()
+    x = torch.randn(6, 4, generator=g) * 3 + 1
+    no_root = (x - bn.running_mean) / (bn.running_var + bn.eps)         # [E] §1.2 as written
+    with torch.no_grad():
+        ref = bn(x)
+    values = {"diff": _maxdiff(no_root, ref), "std_no_root": no_root.std().item(), "std_ref": ref.std().item()}
+    rows = [["推理输出的标准差", f"{values['std_no_root']:.3f}", f"{values['std_ref']:.3f}"],
+            ["与 nn.BatchNorm1d (eval) 的最大差", f"{values['diff']:.3g}", "0"]]
+    return Demo("[E] §1.2 推理公式少了根号：(x−μ)/(σ²+ε) vs (x−μ)/√(σ²+ε)", ["", "[E] 的公式", "nn.BatchNorm1d"],
+                rows, values)
+
+
+def demo_e4() -> Demo:
+    g = _gen(15)
+    p = 0.1
+    text_mean = torch.zeros(2)                      # [E] §1.2 text: mean <- p*mean + (1-p)*batch
+    code_mean = torch.zeros(2)                      # [E] §1.3 code: mean <- (1-p)*mean + p*batch
+    ref = nn.BatchNorm1d(2, momentum=p)
+    trace_t, trace_c = [], []
+    for _ in range(40):
+        xb = torch.randn(8, 2, generator=g) + 4
+        mu = xb.mean(0)
+        text_mean = p * text_mean + (1 - p) * mu
+        code_mean = (1 - p) * code_mean + p * mu
+        ref(xb)
+        trace_t.append(text_mean[0].item()), trace_c.append(code_mean[0].item())
+    jitter = lambda t: torch.tensor(t[-20:]).std().item()
+    values = {"text_vs_torch": _maxdiff(text_mean, ref.running_mean), "code_vs_torch": _maxdiff(code_mean, ref.running_mean),
+              "jitter_text": jitter(trace_t), "jitter_code": jitter(trace_c)}
+    rows = [["与 nn.BatchNorm1d(momentum=0.1) 的最大差", f"{values['text_vs_torch']:.3g}", f"{values['code_vs_torch']:.2g}"],
+            ["最后 20 步滑动均值的抖动 (std)", f"{values['jitter_text']:.3g}", f"{values['jitter_code']:.3g}"]]
+    return Demo("[E] §1.2 正文与 §1.3 代码对同一个 momentum = 0.1 的两种相反用法",
+                ["", "正文：p·旧 + (1−p)·新", "代码：(1−p)·旧 + p·新 (= PyTorch)"], rows, values)
+
+
+def demo_e5() -> Demo:
+    x = torch.randn(3, 16, generator=_gen(16)) * 4
+    mu = x.mean(-1, keepdim=True)
+    sigma = x.std(-1, keepdim=True, unbiased=False)
+    flawed = (x - mu) / torch.sqrt(sigma + 1e-6)                   # [E] §2: sqrt(sigma + eps), sigma a std
+    ref = F.layer_norm(x, (16,), eps=1e-6)
+    values = {"diff": _maxdiff(flawed, ref), "std_flawed": flawed.std(-1, unbiased=False).mean().item()}
+    rows = [["每个 token 输出的标准差", f"{values['std_flawed']:.3f}", "1.000"],
+            ["与 F.layer_norm 的最大差", f"{values['diff']:.3g}", "0"]]
+    return Demo("[E] §2 公式 √(σ+ε)：σ 应是方差 σ²", ["", "√(σ_token + ε)", "√(σ² + ε)"], rows, values)
+
+
+def demo_e6() -> Demo:
+    g, rows, values = _gen(17), [], {}
+    ref = nn.RMSNorm(16, eps=1e-6)
+    for scale in (1.0, 1e-2, 1e-3):
+        x = torch.randn(4, 16, generator=g) * scale
+        formula = x / (x.pow(2).mean(-1, keepdim=True).sqrt() + 1e-6)   # [E] §3 formula: eps outside
+        code = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)   # [E] §3 code: eps inside
+        with torch.no_grad():
+            r = ref(x)
+        values[f"formula_{scale:g}"], values[f"code_{scale:g}"] = _maxdiff(formula, r), _maxdiff(code, r)
+        rows.append([f"{scale:g}", f"{values[f'formula_{scale:g}']:.3g}", f"{values[f'code_{scale:g}']:.2g}"])
+    return Demo("[E] §3 RMSNorm：公式（ε 在根号外）与代码（根号内）不一致；与 nn.RMSNorm(eps=1e-6) 的最大差",
+                ["输入尺度", "按 [E] 的公式", "按 [E] 的代码"], rows, values)
+
+
+def branch_shares(alpha: float, beta: float, width: int = 32) -> tuple[float, float]:
+    """Share of the update ||branch|| / ||skip|| for a linear branch F(x) = W x at init.
+
+    [E] §4:   x + alpha * (beta W) x        -> alpha * beta * ||W x|| / ||x||
+    DeepNet:  LN(alpha x + (beta W) x)      -> beta * ||W x|| / (alpha ||x||)
+    """
+    g = _gen(18)
+    w = torch.randn(width, width, generator=g) / math.sqrt(width)
+    x = torch.randn(16, width, generator=g)
+    fx = x @ (beta * w).T
+    return (alpha * fx).norm().item() / x.norm().item(), fx.norm().item() / (alpha * x).norm().item()
+
+
+def demo_e7() -> Demo:
+    from .deepnorm import constants
+    N = 24
+    alpha, beta = constants("decoder", N)
+    wrong, right = branch_shares(alpha, beta)
+    rows = [["支路 / 主干 ‖·‖（初始化时）", f"{wrong:.4f}", f"{right:.4f}"],
+            ["两者之比", f"{wrong / right:.3f}", f"α² = {alpha ** 2:.3f}"]]
+    return Demo(f"[E] §4：x + α·F(x) vs 论文 LN(α·x + F(x)) (N={N}, α={alpha:.3f}, β={beta:.3f})",
+                ["", "[E] 的写法", "DeepNet §4.2"], rows, {"wrong": wrong, "right": right, "alpha": alpha})
+
+
+def demo_e8() -> Demo:
+    from .deepnorm import constants
+    rows = []
+    for arch, kw in (("encoder", {"N": 12}), ("decoder", {"M": 12}), ("encdec_encoder", {"N": 12, "M": 12}),
+                     ("encdec_decoder", {"N": 12, "M": 12})):
+        a, b = constants(arch, **kw)
+        rows.append([arch, f"{a:.3f}", f"{b:.3f}"])
+    a_e, b_e = (2 * 12) ** 0.25, (8 * 12) ** -0.25
+    rows.append(["[E]：(2N)^¼, (8N)^-¼ 用于一切", f"{a_e:.3f}", f"{b_e:.3f}"])
+    rows.append(["β 作用于", "ffn、v_proj、out_proj", "不含 q_proj、k_proj（§4.3）"])
+    return Demo("[E] §4 的常数只对单一编码器/解码器成立（N = M = 12）", ["架构", "α", "β"], rows,
+                {"encdec_enc_alpha": float(rows[2][1]), "e_alpha": a_e})
+
+
+# ---------------------------------------------------------------------------------------------
+# The catalogue
+# ---------------------------------------------------------------------------------------------
+
+def _e(id, doc, section, kind, says, right, chapter, chapter_section, run) -> Erratum:
+    return Erratum(id, doc, section, kind, says, right, chapter, chapter_section, run)
+
+
+ERRATA: list[Erratum] = [
+    _e("A1", "A", "§1", "说法 claim",
+       "残差块对 x 的导数是 1，所以每层都加了常数 1，梯度消失就解决了。",
+       "导数是雅可比矩阵 I + J_F，不是标量 1；梯度倍数是各层 (I + J_F) 的乘积，可以衰减也可以爆炸。残差让 J_F 小时接近 I（He et al. 2016 §3）。",
+       "01_residuals", "2. \"雅可比矩阵里的 +1\"，用数字看", demo_a1),
+    _e("A2", "A", "§2.2.1", "代码 code",
+       "手写的 BatchNorm 只用当前 batch 的均值方差，没有滑动统计量；非 2 维输入一律按 (0, 2, 3) 求统计量。",
+       "推理时应使用训练中累积的 running_mean/running_var（Ioffe & Szegedy 2015 §3.1、Alg. 2），否则单样本推理输出恒为 β；(N, C, L) 输入应在 (0, 2) 上求。",
+       "02_batchnorm", "2. 训练模式与推理模式：`model.eval()` 与 `torch.no_grad()`", demo_a2),
+    _e("A3", "A", "§2.3.1", "代码 code",
+       "手写 LayerNorm 把 Parameter 拼错（运行即报错），并把 ε 加在标准差上：(x−μ)/(σ+ε)。",
+       "nn.Parameter；PyTorch 与通常写法是 (x−μ)/√(σ²+ε)（torch/nn/modules/normalization.py），小方差输入时两者差别很大。",
+       "03_layernorm", "5.2 ε 放在根号里面还是外面？", demo_a3),
+    _e("A4", "A", "§2.4", "代码 code",
+       "RMSNorm 先上转 float32 计算、转回输入类型，再乘 float32 的 weight。",
+       "最后的乘法把结果又提升成 float32，输出类型与输入不同；nn.RMSNorm 对 bfloat16 输入返回 bfloat16。",
+       "04_rmsnorm", "4. 精度：float16 必须先转 float32", demo_a4),
+    _e("A5", "A", "§2.5.1", "代码 code",
+       "DeepNorm 代码在每次前向时把子层的输入乘以 β：LN(α·x + G(β·x))。",
+       "β 是初始化时对 ffn、v_proj、out_proj 权重的缩放（Wang et al. 2022 §4.2–4.3，Fig. 2）；运行时缩放输入既改变了初始化的尺度（FFN 少乘一个 β），也把 Adam 的有效学习率乘了 β。",
+       "05_deepnorm", "2. 两种常见的错误写法", demo_a5),
+    _e("A6", "A", "§2.6", "出处 attribution",
+       "说 Pre-LN 是 Xiong et al.《On Layer Normalization in the Transformer Architecture》针对 Post-LN 提出的。",
+       "Pre-LN 在此之前已被使用（GPT-2 报告 §2.3；Baevski & Auli 2019；Wang et al. 2019）；Xiong et al. 2020 的贡献是理论分析（§3，定理 1）和\"无需预热\"的实验。",
+       "06_placement", "2. Xiong et al. 2020：理论说了什么，我们复现出什么", demo_a6),
+    _e("B1", "B", "BatchNorm", "代码 code",
+       "手写 BatchNorm 用 torch.is_grad_enabled() 判断训练/推理，滑动统计量是普通属性，滑动方差用有偏估计（[E] §1.3 的代码相同）。",
+       "模式应看 self.training（model.eval()）；滑动统计量应 register_buffer（进 state_dict）；running_var 存无偏方差（PyTorch 文档与 Normalization.cpp；Ioffe & Szegedy §3.1）。",
+       "02_batchnorm", "2. 训练模式与推理模式：`model.eval()` 与 `torch.no_grad()`", demo_b1),
+    _e("B2", "B", "RMSNorm", "说法 claim",
+       "RMSNorm 没有拉伸（缩放）操作，因此减少了参数。",
+       "RMSNorm 去掉的是减均值和偏移 β；缩放 γ (weight) 仍在（Zhang & Sennrich 2019 式 (4)；nn.RMSNorm）。[B] 自己的代码里也有 weight。",
+       "04_rmsnorm", "1. 从零写 RMSNorm", demo_b2),
+    _e("C1", "C", "残差缩放与初始化 · 2. LayerScale", "出处 attribution",
+       "LayerScale 由 \"MetaNet\" 提出；示例初值 0.1。",
+       "LayerScale 来自 Touvron et al. 2021 CaiT《Going deeper with Image Transformers》§3；官方代码初值 1e-5（深度 24）/1e-6（S36），比 0.1 小四五个数量级。",
+       "01_residuals", "4. 残差缩放：初始化时它们各做了什么", demo_c1),
+    _e("C2", "C", "残差缩放与初始化 · 1. ReZero", "代码 code",
+       "ReZero 块保留了两个 LayerNorm（Pre-LN）再乘零初始化的门。",
+       "ReZero 的定义是 x + α·F(x)，去掉了 LayerNorm（Bachlechner et al. 2020 式 (1)、§1：训练 100 层以上的 Transformer 而不用 LayerNorm 和预热）。",
+       "01_residuals", "4. 残差缩放：初始化时它们各做了什么", demo_c2),
+    _e("C3", "C", "残差缩放与初始化 · 3. 深度缩放", "代码 code",
+       "名为 DeepNetTransformerBlock 的 Pre-LN 块在每次前向时把支路乘 1/√(2N)（layer_idx 未使用）。",
+       "DeepNet 是 Post-LN：主干乘 α，β 只在初始化时缩放部分权重（§4.2–4.3）；1/√(2N) 是 GPT-2 的初始化规则（§2.3），同样只在初始化时用。运行时常数乘子还把 Adam 的有效学习率缩小了同样倍数。",
+       "05_deepnorm", "4. 放在一起看：DeepNorm、Admin 与残差缩放", demo_c3),
+    _e("C4", "C", "层归一化的变体 · 2. PowerNorm", "代码 code",
+       "PowerNorm 被写成每个 token 除以自身 p 次幂均值，再加 γ、β。",
+       "Shen et al. 2020 的 PowerNorm 是 BatchNorm 的变体：不减均值、用 batch 的二次均值 (quadratic mean) 和其滑动平均，并有近似反向传播（§4, Alg. 1）。[C] 的版本在 p=2 时就是 RMSNorm（ε 在根号外）加 β。",
+       "07_beyond", "PowerNorm", demo_c4),
+    _e("C5", "C", "不同模型中的Add & Norm实现", "说法 claim",
+       "模型表说 T5 用 LayerNorm、\"使用高斯误差初始化\"；GPT-2 \"标准残差\"；Falcon、BLOOM 是普通 Pre-Norm；PaLM 是 LayerNorm。",
+       "T5 的 norm 不减均值、没有偏置，即 RMSNorm 式（Raffel et al. 2020 §2.1）；GPT-2 按 1/√N 缩放残差输出层初始化（§2.3）；Falcon 是并行块；BLOOM 还有嵌入层 LN；PaLM 的 LN 没有 bias（§2）。",
+       "06_placement", "5. 各大模型用的是哪一种", demo_c5),
+    _e("C6", "C", "Add & Norm对模型训练的影响 · 1. 训练稳定性与收敛速度", "代码 code",
+       "监测函数读取每个 LayerNorm 的 module.input / module.output。",
+       "nn.Module 没有这两个属性，代码会 AttributeError；要拿到输入输出需用 register_forward_hook（用完删除），如 normlab.probes。",
+       "06_placement", "1. 五种接法，一个参数", demo_c6),
+    _e("C7", "C", "Add & Norm对模型训练的影响 · 3. 梯度流分析", "代码 code",
+       "梯度流分析函数每次调用都给每个参数注册一个钩子、从不删除，并使用未定义的 input_data、loss_function、targets。",
+       "钩子会越积越多：第 k 次调用后每次 backward 触发 k 轮；应保存句柄并 remove()，或在 backward 后直接读 p.grad。",
+       "06_placement", "1. 五种接法，一个参数", demo_c7),
+    _e("C8", "C", "Add & Norm的高效实现 · 1. 融合操作", "说法 claim",
+       "FusedAddLayerNorm 用 \"单一操作\" 完成 Add 和 Norm。",
+       "它在 eager 模式下仍是一串独立的运算，每个都完整读写一遍内存，并不融合；真正的融合需要自定义内核或 torch.compile，且通常还要返回相加后的残差供下一层使用。",
+       "04_rmsnorm", "5. RMSNorm 真的更快吗？", demo_c8),
+    _e("C9", "C", "层归一化 (Norm)", "代码 code",
+       "通用 LayerNorm 示例的 ε 取 1e-12（BERT 的值）。",
+       "float32 下可用，但 1e-12 在 float16 中下溢为 0：方差为 0 的行（如填充）会得到 NaN。PyTorch 默认 1e-5。",
+       "03_layernorm", "5.3 BERT 的 ε = 1e-12 在半精度下", demo_c9),
+    _e("D1", "D", "Q1、Q2 的技术细节代码", "代码 code",
+       "BN 与 LN 的统计量示例用 x.var(...)，未指定 unbiased。",
+       "torch.var 默认无偏（除以 n−1），而 BatchNorm/LayerNorm 归一化用有偏方差（除以 n）；输出整体小了 √((n−1)/n)。",
+       "03_layernorm", "1. 从零写 LayerNorm", demo_d1),
+    _e("D2", "D", "代码实现 · BatchNorm1d", "代码 code",
+       "自实现 BatchNorm1d 用 PyTorch 的公式 (1−m)·旧 + m·新，却取 m = 0.9；直接把带计算图的张量赋给滑动统计量；方差有偏。",
+       "PyTorch 的 momentum 默认 0.1（新值权重）；0.9 是\"旧值权重\"约定下的数字，混用后滑动统计量几乎只看最后一个 batch。更新应在 no_grad 下进行，running_var 存无偏方差。",
+       "02_batchnorm", "3. 滑动统计量：momentum 是谁乘谁？", demo_d2),
+    _e("D3", "D", "Q4", "公式 formula",
+       "Pre-Norm 在深层网络中梯度的数量级为 √L。",
+       "Xiong et al. 2020 定理 1：Pre-LN 最后一层 FFN 权重的梯度上界是 O(d√(ln d / L))，随 L 按 1/√L 变小；Post-LN 的与 L 无关。",
+       "06_placement", "2. Xiong et al. 2020：理论说了什么，我们复现出什么", demo_d3),
+    _e("D4", "D", "三大归一化技术对比", "说法 claim",
+       "对比表把 BatchNorm 的计算成本列为 \"中等\"、LayerNorm \"较高\"、RMSNorm \"最低\"。",
+       "推理时 BN 是逐通道的仿射变换，可折叠进前一层的权重，额外成本为 0（Ioffe & Szegedy Alg. 2）；LN 与 RMSNorm 的差距取决于实现与带宽，需实测（04 课第 5 节）。",
+       "02_batchnorm", "1. 从零写 BatchNorm", demo_d4),
+    _e("D5", "D", "Pre-Norm vs Post-Norm（流程图）", "说法 claim",
+       "Pre-Norm 的流程图在最后一个 Add 之后直接输出。",
+       "Pre-LN 的主干从不被归一化，范数随层数增长（Xiong et al. 2020 引理 2），所以 Pre-LN 模型在最后还有一个 LayerNorm（Xiong et al. Fig. 1；GPT-2 的 ln_f）。",
+       "06_placement", "1. 五种接法，一个参数", demo_d5),
+    _e("E1", "E", "§1", "说法 claim",
+       "文本 (B, S, E) 上的 BN \"在 (B, E) 平面上归一化\"。",
+       "文本上的 BN 是每个特征 e 一组，跨 (B, S) 求统计量（nn.BatchNorm1d(E) 作用于 x.transpose(1, 2)）；(B, E) 平面是每个位置 s 一组。",
+       "03_layernorm", "2. 谁和谁共用一组统计量？", demo_e1),
+    _e("E2", "E", "§2", "说法 claim",
+       "图像上的 LN \"在 (B, HW) 平面上归一化\"。",
+       "那是 BN 的分组；图像上的 LN 是每个样本在 (C, H, W) 上求统计量，与 batch 中其他样本无关（= GroupNorm(1, C)，Wu & He 2018 Fig. 2）。",
+       "03_layernorm", "2. 谁和谁共用一组统计量？", demo_e2),
+    _e("E3", "E", "§1.2", "公式 formula",
+       "推理时的 BN 公式分母写成 σ² + ε。",
+       "分母是 √(σ² + ε)（Ioffe & Szegedy 2015 Alg. 2）。",
+       "02_batchnorm", "3. 滑动统计量：momentum 是谁乘谁？", demo_e3),
+    _e("E4", "E", "§1.2、§1.3", "公式 formula",
+       "正文的滑动平均把 momentum 当作旧值的权重，§1.3 的代码却把它当作新值的权重（与 PyTorch 一致），同名参数两种相反含义。",
+       "PyTorch：running = (1 − momentum)·running + momentum·batch，momentum 默认 0.1（batchnorm.py 文档）；按正文的写法 0.1 意味着几乎只看最新 batch。",
+       "02_batchnorm", "3. 滑动统计量：momentum 是谁乘谁？", demo_e4),
+    _e("E5", "E", "§2", "公式 formula",
+       "LN 公式写成 (x − μ)/√(σ_token + ε)。",
+       "根号里是方差 σ²（Ba et al. 2016 式 (3)；nn.LayerNorm）；按标准差 σ 代入，输出的尺度不再是 1。",
+       "03_layernorm", "1. 从零写 LayerNorm", demo_e5),
+    _e("E6", "E", "§3", "公式 formula",
+       "RMSNorm 公式把 ε 加在 RMS 上（根号外），代码却加在根号内；还把 RMS 写成 \"RSM\"。",
+       "PyTorch、LLaMA 把 ε 放在根号内（nn.RMSNorm 文档）；论文公式没有 ε，作者代码放在根号外。两者在小输入时差别明显。",
+       "04_rmsnorm", "3. 真实模型里的写法", demo_e6),
+    _e("E7", "E", "§4", "公式 formula",
+       "DeepNorm 把残差改成 x + α·F(x)（没有 LN），并把每层所有权重乘 β。",
+       "DeepNet §4.2：x_{l+1} = LN(α·x_l + G(x_l))，α 乘在主干（恒等支路）上；β 只缩放 ffn、v_proj、out_proj 的初始化（§4.3）。α 放错一边，支路占比大了 α² 倍。",
+       "05_deepnorm", "2. 两种常见的错误写法", demo_e7),
+    _e("E8", "E", "§4", "公式 formula",
+       "α = (2N)^¼、β = (8N)^-¼ 作为 DeepNorm 的常数，N 为层数。",
+       "这是单一编码器（或单一解码器，用 M）的值；编码器-解码器两侧各不相同（DeepNet §4.3）。",
+       "05_deepnorm", "1. α 与 β：逐个架构", demo_e8),
+]
+
+# Claims that are a matter of degree: where the course measures them.
+CLAIMS: list[tuple[str, str, str, str, str]] = [
+    # (document §, the claim in our words, verdict, chapter, section)
+    ("[A] §2.6；[D] Q3", "Pre-Norm 不需要预热、收敛更快", "在我们的小模型上成立（3 个种子），与 Xiong et al. 2020 §4 一致",
+     "06_placement", "3. 学习率预热：一个几秒钟的实验"),
+    ("[A] §2.6；[B] LayerNorm", "Pre-Norm 最终效果不如 Post-Norm，因为它增加的是宽度而非深度",
+     "前提（相邻层输入几乎相同）测得成立；\"最终效果更差\"在文献中没有定论（[D] 的表甚至说相反）",
+     "06_placement", "4. \"Pre-Norm 增加的是宽度而不是深度\"——测一测"),
+    ("[C] 开头", "没有 Add & Norm，大模型无法突破 10 层", "12 块（24 层）无残差的网络在合适学习率下照样训练；10 层不是硬界限",
+     "01_residuals", "3. 残差网络像浅层网络的集成：删掉一个块"),
+    ("[D] Q2", "RMSNorm 省去均值计算，减少约 15% 计算量", "省多少取决于实现与带宽；本机测得的比值见 04 课", "04_rmsnorm",
+     "5. RMSNorm 真的更快吗？"),
+    ("[E] §3", "RMSNorm 节省 7%–64% 的运算", "论文说的是运行时间（Zhang & Sennrich 2019 摘要，2019 年的 GPU 实现），不是运算量",
+     "04_rmsnorm", "5. RMSNorm 真的更快吗？"),
+    ("[D] 代码 compare_normalization", "用 time.time() 循环 1000 次比较手写 LN 与 RMSNorm 的速度",
+     "无预热、无重复取中位数、比的是手写模块而非 F.layer_norm/F.rms_norm；正确的测法见 normlab.bench", "04_rmsnorm",
+     "5. RMSNorm 真的更快吗？"),
+    ("[D] Pre/Post-Norm", "Post-Norm 浅层（≤6 层）效果更好，Pre-Norm 深层更优", "经验说法，无出处；与 [A]/[B] 的结论相反",
+     "06_placement", "5. 各大模型用的是哪一种"),
+    ("[E] 开头、§1.3；[C] 层归一化的优势", "BN（和 LN）通过减少内部协变量偏移 (ICS) 起作用",
+     "Santurkar et al. 2018：ICS 与 BN 的效果关系不大，BN 使优化地形更平滑", "02_batchnorm",
+     "6. BN 为什么有效？\"内部协变量偏移\"之争"),
+]
+
+_BY_ID = {e.id: e for e in ERRATA}
+
+
+def get(erratum_id: str) -> Erratum:
+    """The erratum with this id (e.g. "E3")."""
+    try:
+        return _BY_ID[erratum_id]
+    except KeyError:
+        raise KeyError(f"没有编号为 {erratum_id!r} 的勘误 (no erratum with this id)；可用的编号："
+                       f"{', '.join(_BY_ID)}。") from None
+
+
+def demo(erratum_id: str) -> Demo:
+    """Run the demonstration of one erratum (fixed seeds) and return its table and numbers."""
+    return get(erratum_id).run()
+
+
+def catalogue(doc: str | None = None) -> Table:
+    """The index of errata: id, where, kind, what the document says, what is right, chapter."""
+    if doc is not None and doc not in "ABCDE":
+        raise ValueError(f"doc 应为 'A'..'E' 之一 (expected one of A-E)，实际收到 {doc!r}。")
+    rows = [[e.id, f"[{e.doc}] {e.section}", e.kind, e.says, e.right, f"{e.chapter} · {e.chapter_section}"]
+            for e in ERRATA if doc is None or e.doc == doc]
+    return Table(rows, ["编号", "位置", "类型", "资料的说法（转述）", "正确的是", "课程章节"],
+                 title="勘误索引 (errata)" + (f"：[{doc}]" if doc else ""))
+
+
+def claims_table() -> Table:
+    """Claims of degree, with the chapter section that measures them."""
+    rows = [[where, claim, verdict, f"{ch} · {sec}"] for where, claim, verdict, ch, sec in CLAIMS]
+    return Table(rows, ["位置", "资料的说法（转述）", "测量结论", "在哪里测"], title="程度性说法：在哪里测量")
