@@ -1,0 +1,244 @@
+"""Concordance: every section of the five source documents [A]..[E] -> where the course covers it.
+
+``HEADINGS[doc]`` lists each document's own section headings (its numbering, or the heading
+text where it has none) in reading order. ``ROWS`` maps each heading (sometimes split into
+parts) to a notebook file and that notebook's section title, with the ids of the errata
+(``normlab.errata``) found in it. ``status(row)`` is "covered" when the notebook source
+exists and has a heading with exactly that title, "planned" otherwise.
+
+    from normlab import concordance
+    concordance.table("A")        # one document's concordance as a Table
+    concordance.questions_table() # the interview questions of [A] and [D], and where they are answered
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from .viz import Table
+
+__all__ = ["DOCS", "HEADINGS", "ROWS", "QUESTIONS", "Row", "status", "rows_of", "table", "questions_table",
+           "notebook_headings", "NOTEBOOKS"]
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+
+DOCS = {
+    "A": "《Add & Norm》",
+    "B": "《BatchNorm / LayerNorm / RMSNorm 笔记》（原标题 \"BayerNorm\"）",
+    "C": "《Add & Norm（大模型篇）》",
+    "D": "《归一化技术》",
+    "E": "《Normalization》",
+}
+
+# Each document's own headings, in order (numbered where the document numbers them).
+HEADINGS: dict[str, list[str]] = {
+    "A": ["引言", "§1 Add", "§2 Norm", "§2.1 Norm的作用", "§2.2 BatchNorm", "§2.2.1 BatchNorm代码实现",
+          "§2.3 LayerNorm", "§2.3.1 LayerNorm代码实现", "§2.4 RMSNorm", "§2.5 DeepNorm", "§2.5.1 DeepNorm代码实现",
+          "§2.6 Post-norm & Pre-norm", "总结", "参考"],
+    "B": ["BayerNorm", "LatchNorm", "RMSNorm"],
+    "C": ["引言", "残差连接与层归一化的重要性", "残差连接 (Add)", "残差连接的数学表达", "残差连接的优势",
+          "层归一化 (Norm)", "层归一化的数学表达", "层归一化的优势", "Pre-Norm与Post-Norm",
+          "残差缩放与初始化 · 1. ReZero", "残差缩放与初始化 · 2. LayerScale", "残差缩放与初始化 · 3. 深度缩放",
+          "层归一化的变体 · 1. RMSNorm", "层归一化的变体 · 2. PowerNorm", "层归一化的变体 · 3. ScaleNorm",
+          "不同模型中的Add & Norm实现",
+          "Add & Norm对模型训练的影响 · 1. 训练稳定性与收敛速度", "Add & Norm对模型训练的影响 · 2. 超深网络的可行性",
+          "Add & Norm对模型训练的影响 · 3. 梯度流分析",
+          "Add & Norm的高效实现 · 1. 融合操作", "Add & Norm的高效实现 · 2. 低精度优化",
+          "Add & Norm的高效实现 · 3. 核心算法原语优化", "小结"],
+    "D": ["本节目标", "阅读材料", "知识总结 · 三大归一化技术对比", "数学公式详解 · 1. Batch Normalization",
+          "数学公式详解 · 2. Layer Normalization", "数学公式详解 · 3. RMS Normalization", "Pre-Norm vs Post-Norm",
+          "面试问题解答 · Q1", "面试问题解答 · Q2", "面试问题解答 · Q3", "面试问题解答 · Q4",
+          "代码实现 · 三种Norm的PyTorch实现", "代码实现 · 性能对比 compare_normalization",
+          "代码实现 · PostNormBlock / PreNormBlock", "学习检验", "相关链接"],
+    "E": ["引言 (ICS)", "§1 Batch Normalization", "§1.1 训练中的 BN", "§1.2 测试中的 BN", "§1.3 BN 的优势",
+          "§2 Layer Normalization", "§3 Root Mean Square Normalization", "§4 Deep Normalization",
+          "§5 Norm 的位置选择"],
+}
+
+# Section titles of the course notebooks (exactly as their headings read).
+S01 = {"jac": "2. \"雅可比矩阵里的 +1\"，用数字看", "plain": "1. 没有残差 vs 有残差：逐层测量",
+       "ens": "3. 残差网络像浅层网络的集成：删掉一个块", "scale": "4. 残差缩放：初始化时它们各做了什么"}
+S02 = {"scratch": "1. 从零写 BatchNorm", "mode": "2. 训练模式与推理模式：`model.eval()` 与 `torch.no_grad()`",
+       "mom": "3. 滑动统计量：momentum 是谁乘谁？", "lr": "4.1 BN 让网络容忍大得多的学习率",
+       "small": "4.2 batch 小了 BN 就坏，GroupNorm 不受影响", "diag": "4.4 Karpathy 式诊断：激活饱和与梯度",
+       "ics": "6. BN 为什么有效？\"内部协变量偏移\"之争"}
+S03 = {"scratch": "1. 从零写 LayerNorm", "axes": "2. 谁和谁共用一组统计量？",
+       "pad": "3. 变长序列与填充：BN 的统计量随填充漂移，LN 不会", "inv": "4. 不变性：量出来，而不是背下来",
+       "eps": "5.2 ε 放在根号里面还是外面？", "bert": "5.3 BERT 的 ε = 1e-12 在半精度下"}
+S04 = {"scratch": "1. 从零写 RMSNorm", "inv": "2. 不变性表：逐项测量", "real": "3. 真实模型里的写法",
+       "fp16": "4. 精度：float16 必须先转 float32", "speed": "5. RMSNorm 真的更快吗？"}
+S05 = {"const": "1. α 与 β：逐个架构", "wrong": "2. 两种常见的错误写法",
+       "deep": "3. 小规模复现：深层 Post-LN 训练不动，DeepNorm 可以", "all": "4. 放在一起看：DeepNorm、Admin 与残差缩放"}
+S06 = {"wirings": "1. 五种接法，一个参数", "xiong": "2. Xiong et al. 2020：理论说了什么，我们复现出什么",
+       "warm": "3. 学习率预热：一个几秒钟的实验", "width": "4. \"Pre-Norm 增加的是宽度而不是深度\"——测一测",
+       "models": "5. 各大模型用的是哪一种"}
+S07 = {"scale": "ScaleNorm", "power": "PowerNorm"}          # planned titles (07_beyond not written yet)
+S08 = {"answers": "资料中面试题的参考答案", "ln": "① LayerNorm", "rms": "② RMSNorm", "bn": "③ BatchNorm（含滑动统计量）",
+       "block": "⑦ Pre-Norm 与 Post-Norm 块", "deep": "⑧ DeepNorm：α、β 与残差更新"}
+S09 = {"index": "1. 勘误索引", "claims": "3. 程度性说法：在哪里测量", "conc": "4. 章节对照",
+       "refs": "6. 资料的参考文献"}
+S00 = {"order": "课程顺序"}
+
+
+@dataclass(frozen=True)
+class Row:
+    doc: str                # "A".."E"
+    heading: str            # one of HEADINGS[doc]
+    part: str               # what in that section (our words); "" for the whole section
+    notebook: str           # notebook file stem, e.g. "02_batchnorm"
+    section: str            # that notebook's section title
+    errata: tuple[str, ...] = ()
+
+
+def _r(doc, heading, part, notebook, section, *errata) -> Row:
+    return Row(doc, heading, part, notebook, section, tuple(errata))
+
+
+ROWS: list[Row] = [
+    # [A]
+    _r("A", "引言", "Add & Norm 在 Transformer 里的位置", "00_course_map", S00["order"]),
+    _r("A", "§1 Add", "残差 F(x)+x 与\"导数为 1\"", "01_residuals", S01["jac"], "A1"),
+    _r("A", "§2 Norm", "BN 与 LN 的公式", "03_layernorm", S03["axes"]),
+    _r("A", "§2.1 Norm的作用", "稳定分布、允许更大学习率", "02_batchnorm", S02["lr"]),
+    _r("A", "§2.1 Norm的作用", "\"保证特征分布稳定\"（ICS 之争）", "02_batchnorm", S02["ics"]),
+    _r("A", "§2.2 BatchNorm", "同一通道跨样本可比、跨通道不可比", "03_layernorm", S03["axes"]),
+    _r("A", "§2.2.1 BatchNorm代码实现", "手写 BN", "02_batchnorm", S02["scratch"], "A2"),
+    _r("A", "§2.3 LayerNorm", "句内可比：为什么序列用 LN", "03_layernorm", S03["pad"]),
+    _r("A", "§2.3.1 LayerNorm代码实现", "手写 LN 与 ε 位置", "03_layernorm", S03["eps"], "A3"),
+    _r("A", "§2.4 RMSNorm", "去掉均值；代码与用法", "04_rmsnorm", S04["scratch"], "A4"),
+    _r("A", "§2.5 DeepNorm", "LN(α·x + Sublayer(x))，α 由层数决定", "05_deepnorm", S05["const"]),
+    _r("A", "§2.5.1 DeepNorm代码实现", "α、β 放在哪里", "05_deepnorm", S05["wrong"], "A5"),
+    _r("A", "§2.6 Post-norm & Pre-norm", "Xiong et al. 的对比、Pre-LN 的来历", "06_placement", S06["xiong"], "A6"),
+    _r("A", "§2.6 Post-norm & Pre-norm", "Pre-Norm 无需预热、收敛更快", "06_placement", S06["warm"]),
+    _r("A", "§2.6 Post-norm & Pre-norm", "\"增加宽度而非深度\"", "06_placement", S06["width"]),
+    _r("A", "总结", "十个面试题的参考答案", "08_drills", S08["answers"]),
+    _r("A", "参考", "参考文献", "09_companion", S09["refs"]),
+    # [B]
+    _r("B", "BayerNorm", "BN 在 MLP/CNN 中的归一化维度", "03_layernorm", S03["axes"]),
+    _r("B", "BayerNorm", "手写 BN：模式判断、滑动统计量", "02_batchnorm", S02["mode"], "B1"),
+    _r("B", "BayerNorm", "momentum = 0.9 的约定", "02_batchnorm", S02["mom"]),
+    _r("B", "LatchNorm", "LN 的思路（每个 token 的特征）", "03_layernorm", S03["scratch"]),
+    _r("B", "LatchNorm", "Pre Norm 与 Post Norm 的放置", "06_placement", S06["wirings"]),
+    _r("B", "LatchNorm", "\"Pre Norm 增加宽度、效果不如 Post Norm\"", "06_placement", S06["width"]),
+    _r("B", "LatchNorm", "BERT 用 Post、GPT 时代用 Pre", "06_placement", S06["models"]),
+    _r("B", "RMSNorm", "思路：去掉均值（和\"拉伸\"？）", "04_rmsnorm", S04["scratch"], "B2"),
+    _r("B", "RMSNorm", "LlamaRMSNorm 代码", "04_rmsnorm", S04["real"]),
+    # [C]
+    _r("C", "引言", "Add & Norm 是什么", "00_course_map", S00["order"]),
+    _r("C", "残差连接与层归一化的重要性", "\"没有它无法突破 10 层\"", "01_residuals", S01["ens"]),
+    _r("C", "残差连接 (Add)", "残差函数与 Post-Norm 块", "01_residuals", S01["plain"]),
+    _r("C", "残差连接的数学表达", "y = x + F(x)（原文公式缺失）", "01_residuals", S01["jac"]),
+    _r("C", "残差连接的优势", "梯度通路、恒等映射、集成", "01_residuals", S01["ens"]),
+    _r("C", "层归一化 (Norm)", "手写 LN（ε = 1e-12）", "03_layernorm", S03["bert"], "C9"),
+    _r("C", "层归一化的数学表达", "LN 公式（原文公式缺失）", "03_layernorm", S03["scratch"]),
+    _r("C", "层归一化的优势", "ICS、batch 无关、梯度缩放", "03_layernorm", S03["inv"]),
+    _r("C", "Pre-Norm与Post-Norm", "两种接法与对比表", "06_placement", S06["wirings"]),
+    _r("C", "残差缩放与初始化 · 1. ReZero", "零初始化的门", "01_residuals", S01["scale"], "C2"),
+    _r("C", "残差缩放与初始化 · 2. LayerScale", "逐通道缩放与出处", "01_residuals", S01["scale"], "C1"),
+    _r("C", "残差缩放与初始化 · 3. 深度缩放", "1/√(2N) 与 DeepNet 的区别", "05_deepnorm", S05["all"], "C3"),
+    _r("C", "层归一化的变体 · 1. RMSNorm", "RMSNorm 代码", "04_rmsnorm", S04["scratch"]),
+    _r("C", "层归一化的变体 · 2. PowerNorm", "PowerNorm 是什么", "07_beyond", S07["power"], "C4"),
+    _r("C", "层归一化的变体 · 3. ScaleNorm", "ScaleNorm g·x/‖x‖", "07_beyond", S07["scale"]),
+    _r("C", "不同模型中的Add & Norm实现", "各模型的 norm、位置与特殊设计", "06_placement", S06["models"], "C5"),
+    _r("C", "Add & Norm对模型训练的影响 · 1. 训练稳定性与收敛速度", "监测 LN 的输入输出统计量", "06_placement",
+       S06["wirings"], "C6"),
+    _r("C", "Add & Norm对模型训练的影响 · 2. 超深网络的可行性", "100 层网络靠什么稳定", "05_deepnorm", S05["deep"]),
+    _r("C", "Add & Norm对模型训练的影响 · 3. 梯度流分析", "逐层梯度大小", "06_placement", S06["wirings"], "C7"),
+    _r("C", "Add & Norm的高效实现 · 1. 融合操作", "\"融合\" Add & Norm", "04_rmsnorm", S04["speed"], "C8"),
+    _r("C", "Add & Norm的高效实现 · 2. 低精度优化", "半精度下的 LayerNorm", "03_layernorm", S03["bert"]),
+    _r("C", "Add & Norm的高效实现 · 3. 核心算法原语优化", "内核层面的开销", "04_rmsnorm", S04["speed"]),
+    _r("C", "小结", "四点总结", "06_placement", S06["models"]),
+    # [D]
+    _r("D", "本节目标", "三种 norm 与 Pre/Post-Norm", "00_course_map", S00["order"]),
+    _r("D", "阅读材料", "知乎与科学空间文章", "09_companion", S09["refs"]),
+    _r("D", "知识总结 · 三大归一化技术对比", "维度、场景、成本对比表", "03_layernorm", S03["axes"], "D4"),
+    _r("D", "数学公式详解 · 1. Batch Normalization", "BN 公式、训练/推理差异、小 batch", "02_batchnorm", S02["small"]),
+    _r("D", "数学公式详解 · 2. Layer Normalization", "LN 公式", "03_layernorm", S03["scratch"]),
+    _r("D", "数学公式详解 · 3. RMS Normalization", "RMSNorm 公式", "04_rmsnorm", S04["scratch"]),
+    _r("D", "Pre-Norm vs Post-Norm", "两种流程与特点", "06_placement", S06["wirings"], "D5"),
+    _r("D", "面试问题解答 · Q1", "BN 与 LN 的区别", "03_layernorm", S03["axes"], "D1"),
+    _r("D", "面试问题解答 · Q2", "为什么用 RMSNorm", "04_rmsnorm", S04["speed"]),
+    _r("D", "面试问题解答 · Q3", "Pre/Post-Norm 的位置与训练差异", "06_placement", S06["warm"]),
+    _r("D", "面试问题解答 · Q4", "Pre-Norm 为什么更稳定", "06_placement", S06["xiong"], "D3"),
+    _r("D", "代码实现 · 三种Norm的PyTorch实现", "手写 BN / LN / RMSNorm", "02_batchnorm", S02["mom"], "D2"),
+    _r("D", "代码实现 · 性能对比 compare_normalization", "LN vs RMSNorm 计时", "04_rmsnorm", S04["speed"]),
+    _r("D", "代码实现 · PostNormBlock / PreNormBlock", "两种块", "08_drills", S08["block"]),
+    _r("D", "学习检验", "自查清单", "08_drills", S08["answers"]),
+    _r("D", "相关链接", "链接", "09_companion", S09["refs"]),
+    # [E]
+    _r("E", "引言 (ICS)", "内部协变量偏移", "02_batchnorm", S02["ics"]),
+    _r("E", "§1 Batch Normalization", "图像与文本上 BN 的归一化范围", "03_layernorm", S03["axes"], "E1"),
+    _r("E", "§1.1 训练中的 BN", "训练时的公式", "02_batchnorm", S02["scratch"]),
+    _r("E", "§1.2 测试中的 BN", "无偏估计、滑动平均与推理公式", "02_batchnorm", S02["mom"], "E3", "E4"),
+    _r("E", "§1.3 BN 的优势", "优势与参考代码", "02_batchnorm", S02["mode"], "B1"),
+    _r("E", "§1.3 BN 的优势", "避免饱和区", "02_batchnorm", S02["diag"]),
+    _r("E", "§2 Layer Normalization", "填充问题、归一化范围、公式", "03_layernorm", S03["pad"], "E2", "E5"),
+    _r("E", "§3 Root Mean Square Normalization", "公式与代码、7%–64%", "04_rmsnorm", S04["real"], "E6"),
+    _r("E", "§4 Deep Normalization", "残差改写与 α、β", "05_deepnorm", S05["wrong"], "E7", "E8"),
+    _r("E", "§5 Norm 的位置选择", "（原文此节为空）", "06_placement", S06["wirings"]),
+]
+
+# Interview questions: [A]'s ten (总结) and [D]'s four (面试问题解答), where the course answers them.
+QUESTIONS: list[tuple[str, str, str, str, str]] = [
+    # (doc, number, the question (short), chapter, section)
+    ("A", "1", "残差连接的作用", "01_residuals", S01["jac"]),
+    ("A", "2", "Norm 的作用", "02_batchnorm", S02["lr"]),
+    ("A", "3", "LN 和 BN 的区别", "03_layernorm", S03["axes"]),
+    ("A", "4", "手写 LN 和 BN", "08_drills", S08["ln"]),
+    ("A", "5", "手写 RMSNorm", "08_drills", S08["rms"]),
+    ("A", "6", "RMSNorm 相比 LayerNorm 的特点", "04_rmsnorm", S04["inv"]),
+    ("A", "7", "手写 DeepNorm", "08_drills", S08["deep"]),
+    ("A", "8", "DeepNorm 的优点", "05_deepnorm", S05["deep"]),
+    ("A", "9", "LN 在 LLM 中不同位置的区别", "06_placement", S06["xiong"]),
+    ("A", "10", "各 LLM 用的哪种 LN", "06_placement", S06["models"]),
+    ("D", "Q1", "BatchNorm 和 LayerNorm 的区别", "03_layernorm", S03["axes"]),
+    ("D", "Q2", "为什么现在用 RMSNorm", "04_rmsnorm", S04["speed"]),
+    ("D", "Q3", "Pre-Norm 和 Post-Norm 的位置区别", "08_drills", S08["block"]),
+    ("D", "Q4", "为什么 Pre-Norm 训练更稳定", "06_placement", S06["xiong"]),
+]
+MODEL_ANSWERS = ("08_drills", S08["answers"])
+
+
+@lru_cache(maxsize=None)
+def notebook_headings(notebook: str) -> frozenset[str]:
+    """The heading texts (without the leading #'s) of notebooks/NOTEBOOK.md; empty if it does not exist."""
+    path = NOTEBOOKS / f"{notebook}.md"
+    if not path.exists():
+        return frozenset()
+    text, out, fenced = path.read_text(encoding="utf-8"), set(), False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and (m := re.match(r"^#{1,6}\s+(.*?)\s*$", line)):
+            out.add(m.group(1))
+    return frozenset(out)
+
+
+def status(notebook: str, section: str) -> str:
+    """'covered' if the notebook exists and has a heading with exactly this title, else 'planned'."""
+    return "covered" if section in notebook_headings(notebook) else "planned"
+
+
+def rows_of(doc: str) -> list[Row]:
+    if doc not in DOCS:
+        raise ValueError(f"doc 应为 {'/'.join(DOCS)} 之一 (expected a document letter)，实际收到 {doc!r}。")
+    return [r for r in ROWS if r.doc == doc]
+
+
+def table(doc: str) -> Table:
+    """One document's concordance: its section, the part, the course notebook + section, status, errata."""
+    label = {"covered": "✓ 已覆盖", "planned": "… 计划中"}
+    rows = [[f"[{r.doc}] {r.heading}", r.part, r.notebook, r.section, label[status(r.notebook, r.section)],
+             ", ".join(r.errata) or "—"] for r in rows_of(doc)]
+    return Table(rows, ["资料章节", "内容", "notebook", "课程小节", "状态", "勘误"],
+                 title=f"[{doc}] {DOCS[doc]}：章节对照")
+
+
+def questions_table() -> Table:
+    """The interview questions of [A] and [D], where the course answers them (model answers in 08)."""
+    rows = [[f"[{d}] {n}", q, nb, sec, status(nb, sec)] for d, n, q, nb, sec in QUESTIONS]
+    return Table(rows, ["题号", "问题", "notebook", "课程小节", "状态"],
+                 title=f"资料中的面试题 → 课程中的回答（参考答案：{MODEL_ANSWERS[0]} · {MODEL_ANSWERS[1]}）")
