@@ -143,7 +143,10 @@ def cmd_test(args: list[str]) -> int:
     export_notebooks(py, nbdir, keep_existing=False)
     paths = [a for a in args if not a.startswith("-") and (ROOT / a.split("::")[0]).exists()]
     targets = [] if paths else ["tests", str(nbdir.relative_to(ROOT))]
-    env = dict(os.environ, MPLBACKEND="Agg", PYTHONHASHSEED="0")
+    # Two notebooks run at once (two pytest workers, and the book build's two executors): one
+    # thread each. Two OpenMP pools of two threads on two cores spin against each other and run
+    # many times slower than one thread each.
+    env = dict(os.environ, MPLBACKEND="Agg", PYTHONHASHSEED="0", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     code = run([py, "-m", "pytest", *targets, "--nbval-lax", "--nbval-current-env",
                 "--nbval-cell-timeout", "300", "-n", "2", "--dist", "loadscope", "-p", "no:cacheprovider",
                 "--durations", "15",
