@@ -75,7 +75,7 @@ S05 = {"const": "1. α 与 β：逐个架构", "wrong": "2. 两种常见的错�
 S06 = {"wirings": "1. 五种接法，一个参数", "xiong": "2. Xiong et al. 2020：理论说了什么，我们复现出什么",
        "warm": "3. 学习率预热：一个几秒钟的实验", "width": "4. \"Pre-Norm 增加的是宽度而不是深度\"——测一测",
        "models": "5. 各大模型用的是哪一种"}
-S07 = {"scale": "ScaleNorm", "power": "PowerNorm"}          # planned titles (07_beyond not written yet)
+S07 = {"scale": "1. ScaleNorm：只有一个增益的 RMSNorm", "power": "2. PowerNorm：论文里的和资料里的不是一个东西"}
 S08 = {"answers": "资料中面试题的参考答案", "ln": "① LayerNorm", "rms": "② RMSNorm", "bn": "③ BatchNorm（含滑动统计量）",
        "block": "⑦ Pre-Norm 与 Post-Norm 块", "deep": "⑧ DeepNorm：α、β 与残差更新"}
 S09 = {"index": "1. 勘误索引", "claims": "3. 程度性说法：在哪里测量", "conc": "4. 章节对照",

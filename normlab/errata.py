@@ -865,7 +865,7 @@ ERRATA: list[Erratum] = [
     _e("C4", "C", "层归一化的变体 · 2. PowerNorm", "代码 code",
        "PowerNorm 被写成每个 token 除以自身 p 次幂均值，再加 γ、β。",
        "Shen et al. 2020 的 PowerNorm 是 BatchNorm 的变体：不减均值、用 batch 的二次均值 (quadratic mean) 和其滑动平均，并有近似反向传播（§4, Alg. 1）。[C] 的版本在 p=2 时就是 RMSNorm（ε 在根号外）加 β。",
-       "07_beyond", "PowerNorm", demo_c4),
+       "07_beyond", "2. PowerNorm：论文里的和资料里的不是一个东西", demo_c4),
     _e("C5", "C", "不同模型中的Add & Norm实现", "说法 claim",
        "模型表说 T5 用 LayerNorm、\"使用高斯误差初始化\"；GPT-2 \"标准残差\"；Falcon、BLOOM 是普通 Pre-Norm；PaLM 是 LayerNorm。",
        "T5 的 norm 不减均值、没有偏置，即 RMSNorm 式（Raffel et al. 2020 §2.1）；GPT-2 按 1/√N 缩放残差输出层初始化（§2.3）；Falcon 是并行块；BLOOM 还有嵌入层 LN；PaLM 的 LN 没有 bias（§2）。",

@@ -1,0 +1,245 @@
+"""Each erratum's flawed function really differs from the reference, and each demo shows it.
+
+References are independent of normlab: torch.nn modules, torch.nn.functional, autograd, or a
+value computed by hand here.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from normlab import errata
+
+
+def test_catalogue_ids_unique_and_complete():
+    ids = [e.id for e in errata.ERRATA]
+    assert len(ids) == len(set(ids))
+    assert {e.doc for e in errata.ERRATA} == set("ABCDE")
+    for e in errata.ERRATA:
+        assert e.id.startswith(e.doc) and e.says and e.right and e.chapter[:2].isdigit()
+    assert len(errata.catalogue().rows) == len(ids)
+    assert all(r[0].startswith("C") for r in errata.catalogue("C").rows)
+
+
+def test_unknown_id_and_doc_give_clear_errors():
+    with pytest.raises(KeyError, match="勘误"):
+        errata.get("Z9")
+    with pytest.raises(ValueError, match="A-E"):
+        errata.catalogue("F")
+
+
+@pytest.mark.parametrize("eid", [e.id for e in errata.ERRATA])
+def test_every_demo_runs_and_returns_numbers(eid):
+    d = errata.demo(eid)
+    assert d.rows and d.values and all(isinstance(v, float) for v in d.values.values())
+    assert "<table>" in d._repr_html_()
+
+
+# --- [A] -----------------------------------------------------------------------------------
+
+def test_a1_residual_gain_is_product_of_jacobians():
+    for c in (0.0, -0.9, 0.5):                                   # hand computation (1 + c)^10
+        assert errata.residual_chain_grad(c) == pytest.approx((1 + c) ** 10, rel=1e-4)
+
+
+def test_a2_no_running_stats_single_sample_gives_beta():
+    flawed, ref = errata.NoRunningStatsBatchNorm(3), nn.BatchNorm1d(3)
+    for _ in range(20):
+        ref(torch.randn(16, 3) + 2)
+    ref.eval()
+    x = torch.randn(1, 3) + 2
+    assert torch.equal(flawed(x), flawed.bias.detach().expand(1, 3))  # (x - x) / ... = 0 -> beta
+    assert ref(x).abs().max() > 0.1
+    with pytest.raises((IndexError, RuntimeError)):
+        flawed(torch.randn(2, 3, 4))
+
+
+def test_a3_eps_outside_differs_from_torch_only_for_small_inputs():
+    ref = nn.LayerNorm(16, eps=1e-6, elementwise_affine=False)
+    big, small = torch.randn(4, 16), torch.randn(4, 16) * 1e-3
+    assert torch.allclose(errata.layer_norm_std_eps(big), ref(big), atol=1e-5)
+    # hand: std s = 1e-3*sigma; ratio = sqrt(s^2 + 1e-6) / (s + 1e-6) is far from 1
+    assert (errata.layer_norm_std_eps(small) - ref(small)).abs().max() > 0.3
+    assert not hasattr(nn, "Parmaeter")
+
+
+def test_a4_dtype_differs_from_nn_rmsnorm():
+    x = torch.randn(2, 8).to(torch.bfloat16)
+    w = torch.ones(8)
+    assert errata.rms_norm_upcast_then_weight(x, w).dtype == torch.float32
+    with torch.no_grad():
+        assert nn.RMSNorm(8, eps=1e-6).to(torch.bfloat16)(x).dtype == torch.bfloat16
+
+
+def test_a5_runtime_beta_ratios_match_hand_computation():
+    beta = (8 * 24) ** -0.25
+    assert errata.ffn_branch_ratio(beta) == pytest.approx(1 / beta, rel=1e-4)
+    assert errata.adam_effective_step(beta) == pytest.approx(beta, rel=1e-3)
+
+
+def test_a6_arxiv_order():
+    assert errata.demo("A6").values["earlier_papers"] == 2.0
+    assert min(errata.ARXIV.values()) < "2002.04745"
+
+
+# --- [B] / [E] §1.3 -------------------------------------------------------------------------
+
+def test_b1_grad_mode_batchnorm_vs_torch():
+    flawed, ref = errata.GradModeBatchNorm(2), nn.BatchNorm1d(2)
+    x = torch.randn(8, 2) * 3 + 1
+    flawed(x), ref(x)
+    flawed.eval(), ref.eval()
+    y = flawed(torch.randn(8, 2) + 5)                            # eval(), but grad enabled
+    assert y.mean().abs() < 1e-5                                 # still batch statistics
+    assert "running_mean" in ref.state_dict() and not any("moving" in k for k in flawed.state_dict())
+    # one step from (0, 1) with m = 0.9 old-value weight: hand computation, biased variance
+    f2 = errata.GradModeBatchNorm(2)
+    f2(x)
+    assert torch.allclose(f2.moving_var, 0.9 + 0.1 * x.var(0, unbiased=False))
+    r2 = nn.BatchNorm1d(2)
+    r2(x)
+    assert torch.allclose(r2.running_var, 0.9 + 0.1 * x.var(0, unbiased=True))
+    assert torch.allclose(f2.moving_mean, r2.running_mean)      # 0.9-old == torch's 0.1-new
+
+
+def test_b2_rmsnorm_has_gamma():
+    assert [n for n, _ in nn.RMSNorm(8).named_parameters()] == ["weight"]
+    assert errata.demo("B2").values["rms_params"] == 64
+
+
+# --- [C] -------------------------------------------------------------------------------------
+
+def test_c1_layerscale_drift_scales_with_init():
+    small, tiny = errata.layerscale_drift(1e-5), errata.layerscale_drift(1e-6)
+    assert small / tiny == pytest.approx(10, rel=0.01)            # linear in the init when small
+    assert errata.layerscale_drift(0.1) > 1e3 * small
+
+
+def test_c3_runtime_multiplier_shrinks_adam_step():
+    c = 1 / math.sqrt(200)
+    assert errata.adam_effective_step(c) == pytest.approx(c, rel=1e-3)
+
+
+def test_c4_source_c_powernorm_is_rmsnorm_and_batch_independent():
+    x = torch.randn(4, 5, 16)
+    assert torch.allclose(errata.powernorm_source_c(x, eps=0.0), F.rms_norm(x, (16,), eps=0.0), atol=1e-6)
+    y = x.clone()
+    y[1:] *= 7
+    assert torch.equal(errata.powernorm_source_c(x)[0], errata.powernorm_source_c(y)[0])
+    assert not torch.allclose(errata.powernorm_shen_train(x)[0], errata.powernorm_shen_train(y)[0])
+    # Shen et al. without mean subtraction: per feature, quadratic mean over batch and tokens = 1
+    assert torch.allclose(errata.powernorm_shen_train(x).pow(2).mean(dim=(0, 1)), torch.ones(16), atol=1e-3)
+
+
+def test_c5_t5_norm_is_rmsnorm_not_layernorm():
+    x = torch.randn(3, 16) + 2
+    assert torch.allclose(errata.t5_norm(x), nn.RMSNorm(16, eps=1e-6)(x), atol=1e-6)
+    assert not torch.allclose(errata.t5_norm(x), nn.LayerNorm(16, eps=1e-6)(x), atol=1e-2)
+
+
+def test_c6_monitor_raises_and_hooks_give_true_stats():
+    model = errata._tiny_model()
+    x = torch.randn(4, 8)
+    with pytest.raises(AttributeError):
+        errata.monitor_like_source_c(model, x)
+    stats = errata.layernorm_stats(model, x)
+    h = model[0](x)                                              # hand: input of the first LayerNorm
+    assert stats[0]["in_std"] == pytest.approx(h.std().item(), rel=1e-5)
+    assert stats[0]["out_std"] == pytest.approx(model[1](h).std().item(), rel=1e-5)
+    assert all(len(m._forward_hooks) == 0 for m in model.modules())
+
+
+def test_c7_hooks_accumulate():
+    d = errata.demo("C7").values
+    assert (d["calls_after_1"], d["calls_after_2"], d["calls_after_3"]) == (8.0, 16.0, 24.0)
+
+
+def test_c8_source_c_fused_is_many_ops_same_result():
+    x, r = torch.randn(4, 32), torch.randn(4, 32)
+    w, b = torch.randn(32), torch.randn(32)
+    out = errata.add_layer_norm_source_c(x, r, w, b, eps=1e-5)
+    assert torch.allclose(out, F.layer_norm(x + r, (32,), w, b, eps=1e-5), atol=1e-5)
+    assert errata.count_torch_calls(lambda: errata.add_layer_norm_source_c(x, r, w, b)) >= 6
+    assert errata.count_torch_calls(lambda: F.layer_norm(x + r, (32,), w, b)) <= 2
+
+
+def test_c9_eps_underflows_in_half():
+    assert float(torch.tensor(1e-12, dtype=torch.float16)) == 0.0
+    d = errata.demo("C9").values
+    assert d["nan_1e-12"] == 1.0 and d["nan_1e-5"] == 0.0
+
+
+# --- [D] -------------------------------------------------------------------------------------
+
+def test_d1_unbiased_var_ratio():
+    d = errata.demo("D1").values
+    assert d["ln_ratio"] == pytest.approx(math.sqrt(7 / 8), rel=1e-3)
+    assert d["bn_ratio"] == pytest.approx(math.sqrt(3 / 4), rel=1e-3)
+
+
+def test_d2_momentum_mixup_equals_torch_momentum_09_and_keeps_graph():
+    flawed, ref09 = errata.MomentumMixupBatchNorm(3), nn.BatchNorm1d(3, momentum=0.9)
+    lin = nn.Linear(3, 3)
+    for _ in range(3):
+        h = lin(torch.randn(8, 3))
+        flawed(h), ref09(h.detach())
+    assert torch.allclose(flawed.running_mean, ref09.running_mean, atol=1e-6)
+    assert flawed.running_mean.grad_fn is not None and ref09.running_mean.grad_fn is None
+
+
+def test_d3_preln_last_grad_decreases_with_depth():
+    assert errata.demo("D3").values["slope"] < -0.2                # [D] claims +0.5
+
+
+def test_d4_folded_batchnorm_matches_torch():
+    lin, bn = nn.Linear(6, 4), nn.BatchNorm1d(4)
+    bn(lin(torch.randn(16, 6)).detach() * 3)
+    with torch.no_grad():
+        bn.weight.fill_(1.5)
+    bn.eval()
+    x = torch.randn(5, 6)
+    with torch.no_grad():
+        assert torch.allclose(errata.fold_batchnorm(lin, bn)(x), bn(lin(x)), atol=1e-5)
+
+
+def test_d5_preln_stream_grows():
+    assert errata.preln_stream_growth(24) > 2 * errata.preln_stream_growth(6)
+
+
+# --- [E] -------------------------------------------------------------------------------------
+
+def test_e1_be_plane_is_bn_over_positions():
+    x = torch.randn(4, 6, 5) + torch.arange(5.0)
+    assert torch.allclose(errata.bn_over_be_plane(x), nn.BatchNorm1d(6, affine=False)(x), atol=1e-5)
+    true_bn = nn.BatchNorm1d(5, affine=False)(x.transpose(1, 2)).transpose(1, 2)
+    assert not torch.allclose(errata.bn_over_be_plane(x), true_bn, atol=1e-2)
+
+
+def test_e2_e3_e5_e6_demos_show_the_difference():
+    assert errata.demo("E2").values["bhw_batch_dep"] > 0.1 and errata.demo("E2").values["ln_batch_dep"] == 0.0
+    assert errata.demo("E3").values["diff"] > 0.5
+    assert errata.demo("E5").values["diff"] > 0.5
+    e6 = errata.demo("E6").values
+    assert e6["formula_0.001"] > 0.3 and e6["code_0.001"] < 1e-5
+
+
+def test_e4_text_vs_code_momentum():
+    d = errata.demo("E4").values
+    assert d["code_vs_torch"] < 1e-6 and d["text_vs_torch"] > 0.1
+
+
+def test_e7_branch_share_ratio_is_alpha_squared():
+    alpha, beta = (2 * 24) ** 0.25, (8 * 24) ** -0.25
+    wrong, right = errata.branch_shares(alpha, beta)
+    assert wrong / right == pytest.approx(alpha ** 2, rel=1e-5)
+
+
+def test_e8_encdec_constants_differ():
+    d = errata.demo("E8").values
+    assert d["encdec_enc_alpha"] == pytest.approx(0.81 * (12 ** 5) ** (1 / 16), rel=1e-3)
+    assert abs(d["encdec_enc_alpha"] - d["e_alpha"]) > 0.3
