@@ -29,7 +29,7 @@ from torch.overrides import TorchFunctionMode
 
 from .viz import Table
 
-__all__ = ["Erratum", "Demo", "ERRATA", "CLAIMS", "get", "demo", "catalogue", "claims_table"]
+__all__ = ["Erratum", "Demo", "ERRATA", "CLAIMS", "get", "demo", "catalogue", "claims_table", "momentum_traces"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -742,6 +742,24 @@ def demo_e4() -> Demo:
             ["最后 20 步滑动均值的抖动 (std)", f"{values['jitter_text']:.3g}", f"{values['jitter_code']:.3g}"]]
     return Demo("[E] §1.2 正文与 §1.3 代码对同一个 momentum = 0.1 的两种相反用法",
                 ["", "正文：p·旧 + (1−p)·新", "代码：(1−p)·旧 + p·新 (= PyTorch)"], rows, values)
+
+
+def momentum_traces(steps: int = 60, true_mean: float = 4.0, seed: int = 15) -> dict[str, list[float]]:
+    """Running mean of one feature under both readings of "momentum" (batches of 8 from N(true_mean, 1)).
+
+    weight 0.1 on the new batch: torch's default = [B]'s m=0.9 old-value form = [E] §1.3's code
+    weight 0.9 on the new batch: [E] §1.2's text with p=0.1 = [D]'s code with 0.9
+    """
+    g = _gen(seed)
+    ref, fast = nn.BatchNorm1d(1, momentum=0.1), nn.BatchNorm1d(1, momentum=0.9)
+    out: dict[str, list[float]] = {"batch": [], "new_weight_0.1": [], "new_weight_0.9": []}
+    for _ in range(steps):
+        xb = torch.randn(8, 1, generator=g) + true_mean
+        ref(xb), fast(xb)
+        out["batch"].append(xb.mean().item())
+        out["new_weight_0.1"].append(ref.running_mean.item())
+        out["new_weight_0.9"].append(fast.running_mean.item())
+    return out
 
 
 def demo_e5() -> Demo:

@@ -243,3 +243,15 @@ def test_e8_encdec_constants_differ():
     d = errata.demo("E8").values
     assert d["encdec_enc_alpha"] == pytest.approx(0.81 * (12 ** 5) ** (1 / 16), rel=1e-3)
     assert abs(d["encdec_enc_alpha"] - d["e_alpha"]) > 0.3
+
+
+def test_momentum_traces_follow_torch_formula_by_hand():
+    t = errata.momentum_traces(steps=5)
+    r = 0.0
+    for b, got in zip(t["batch"], t["new_weight_0.1"]):
+        r = 0.9 * r + 0.1 * b                                    # hand: torch's documented update
+        assert got == pytest.approx(r, rel=1e-5, abs=1e-6)
+    r = 0.0
+    for b, got in zip(t["batch"], t["new_weight_0.9"]):
+        r = 0.1 * r + 0.9 * b
+        assert got == pytest.approx(r, rel=1e-5, abs=1e-6)
