@@ -222,6 +222,9 @@ def status(notebook: str, section: str) -> str:
     return "covered" if section in notebook_headings(notebook) else "planned"
 
 
+_LABEL = {"covered": "✓ 已覆盖", "planned": "… 计划中"}
+
+
 def rows_of(doc: str) -> list[Row]:
     if doc not in DOCS:
         raise ValueError(f"doc 应为 {'/'.join(DOCS)} 之一 (expected a document letter)，实际收到 {doc!r}。")
@@ -230,8 +233,7 @@ def rows_of(doc: str) -> list[Row]:
 
 def table(doc: str) -> Table:
     """One document's concordance: its section, the part, the course notebook + section, status, errata."""
-    label = {"covered": "✓ 已覆盖", "planned": "… 计划中"}
-    rows = [[f"[{r.doc}] {r.heading}", r.part, r.notebook, r.section, label[status(r.notebook, r.section)],
+    rows = [[f"[{r.doc}] {r.heading}", r.part, r.notebook, r.section, _LABEL[status(r.notebook, r.section)],
              ", ".join(r.errata) or "—"] for r in rows_of(doc)]
     return Table(rows, ["资料章节", "内容", "notebook", "课程小节", "状态", "勘误"],
                  title=f"[{doc}] {DOCS[doc]}：章节对照")
@@ -239,6 +241,6 @@ def table(doc: str) -> Table:
 
 def questions_table() -> Table:
     """The interview questions of [A] and [D], where the course answers them (model answers in 08)."""
-    rows = [[f"[{d}] {n}", q, nb, sec, status(nb, sec)] for d, n, q, nb, sec in QUESTIONS]
+    rows = [[f"[{d}] {n}", q, nb, sec, _LABEL[status(nb, sec)]] for d, n, q, nb, sec in QUESTIONS]
     return Table(rows, ["题号", "问题", "notebook", "课程小节", "状态"],
                  title=f"资料中的面试题 → 课程中的回答（参考答案：{MODEL_ANSWERS[0]} · {MODEL_ANSWERS[1]}）")
