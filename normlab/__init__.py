@@ -12,7 +12,9 @@ Modules, one concern each (import them explicitly, e.g. ``from normlab import no
     bn_lab, distributed                   experiments of the BatchNorm lesson (2-process sync BN)
     rms_variants, invariance, bench       RMSNorm variants, invariance table, micro-benchmark
     deepnorm      DeepNet's alpha / beta and init
+    beyond        ScaleNorm, PowerNorm (paper and [C]), QK-norm attention, DyT
     drills        the interview-drill checker (python -m normlab.drills KIND FILE.py)
+    errata, concordance   the source-material companion: mistakes with demos, section map
 """
 
 from .env import report, seed_all, setup

@@ -22,6 +22,13 @@ GLYPH_CHECK = """() => {
 }"""
 
 
+# Formulas MathJax left as raw $...$ in the prose (code blocks may contain $ legitimately).
+RAW_TEX = r"""() => { const c = document.querySelector('.slides').cloneNode(true);
+  c.querySelectorAll('pre, code, .jp-InputArea, .jp-OutputArea').forEach(e => e.remove());
+  document.body.appendChild(c); const t = c.innerText; c.remove();
+  return (t.match(/\$[^$\s][^$]*\$/g) || []).length; }"""
+
+
 def open_clean(browser, url: str):
     """Open a page and record console errors, page errors and failed/4xx requests."""
     page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -108,7 +115,7 @@ def test_slides_open_offline_and_advance(browser, slides_url, artifacts):
         assert page.evaluate(GLYPH_CHECK), f"{name}: Chinese text renders as boxes"
         page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=15000)
         page.evaluate("() => MathJax.startup.promise")
-        raw_tex = page.evaluate(r"() => (document.querySelector('.slides').innerText.match(/\$[^$\s][^$]*\$/g) || []).length")
+        raw_tex = page.evaluate(RAW_TEX)
         assert raw_tex == 0, f"{name}: {raw_tex} formulas left as raw $...$ text"
         page.screenshot(path=str(artifacts / f"slides_{name}.png"))
         page.close()
