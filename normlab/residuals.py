@@ -10,9 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
-from tqdm.auto import tqdm
 
 from .blocks import Stack, build_stack
 
@@ -53,20 +51,11 @@ class DigitsNet(nn.Module):
 
 def train(model: nn.Module, x: Tensor, y: Tensor, steps: int = 300, lr: float = 3e-3, batch: int = 128,
           seed: int = 0, desc: str = "train") -> list[float]:
-    """Adam on mini-batches of cross-entropy; returns the loss of every step (tqdm bar)."""
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    g = torch.Generator().manual_seed(seed)
-    losses = []
-    bar = tqdm(range(steps), desc=desc, leave=False)
-    for _ in bar:
-        idx = torch.randint(0, len(y), (batch,), generator=g)
-        loss = F.cross_entropy(model(x[idx]), y[idx])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    bar.close()
-    return losses
+    """Adam on mini-batches of cross-entropy; returns the loss of every step (tqdm bar).
+    The loop itself is ``normlab.bn_lab.train``."""
+    from .bn_lab import train as train_loop
+
+    return train_loop(model, x, y, steps=steps, batch=batch, opt="adam", lr=lr, seed=seed, desc=desc)
 
 
 @torch.no_grad()
