@@ -1,10 +1,13 @@
 """What a norm costs: an honest micro-benchmark (python -m normlab.bench [--full] [--compile]).
 
 Method: every contender runs on the same tensor (same shape, dtype, memory layout), after
-``warmup`` untimed calls; each of ``repeats`` timings covers ``inner`` calls; we report the
-median and the interquartile range. The headline is the ratio to a plain copy (``x.clone()``)
-measured in the same run: norms read x once and write y once, so on a CPU or GPU they are
-limited by memory traffic, and a copy moves the same bytes (8 per float32 element).
+``warmup`` untimed calls. The timings are interleaved: each of ``repeats`` rounds times every
+contender once (``inner`` calls each), copy included, so a burst of load from another process
+hits all contenders of that round alike. We report the median time with its interquartile
+range, and the headline: the median over rounds of (contender time / copy time in the same
+round). Norms read x once and write y once, so once the tensor is larger than the caches they
+are limited by memory traffic, and a copy (``x.clone()``) moves the same bytes (8 per float32
+element). The default shape (16, 512, 1024) is 32 MiB per tensor, larger than a typical L3.
 
 Nominal bytes moved per element (float32, params ignored): copy 8 (read 4 + write 4),
 add 12, LayerNorm / RMSNorm 8 if done in one pass over memory, Add+Norm unfused 20
@@ -68,23 +71,29 @@ def contenders(x: torch.Tensor, r: torch.Tensor, compile_fused: bool = False) ->
 
 
 @torch.no_grad()
-def run(shape: tuple[int, ...] = (16, 128, 512), dtype: torch.dtype = torch.float32, repeats: int = 15,
-        compile_fused: bool = False, device: str = "cpu") -> dict[str, dict[str, float]]:
-    """Median/IQR milliseconds and ratio to the copy (on the same device) for every contender."""
+def run(shape: tuple[int, ...] = (16, 512, 1024), dtype: torch.dtype = torch.float32, repeats: int = 7,
+        compile_fused: bool = False, device: str = "cpu", inner: int = 2) -> dict[str, dict[str, float]]:
+    """Median/IQR milliseconds and median ratio to the copy of the same round, for every contender."""
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise RuntimeError("没有可用的 GPU (CUDA not available)：GPU 部分是可选的，请用 device='cpu'。")
     g = torch.Generator().manual_seed(0)
     x = torch.randn(shape, generator=g).to(device=device, dtype=dtype)
     r = torch.randn(shape, generator=g).to(device=device, dtype=dtype)
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    fns = contenders(x, r, compile_fused)
+    for fn in fns.values():                       # warm-up (and compilation) outside the timed rounds
+        timeit(fn, warmup=2, repeats=1, inner=1, sync=sync)
+    rounds = {name: [] for name in fns}
+    for _ in range(repeats):                      # interleaved: one sample of every contender per round
+        for name, fn in fns.items():
+            rounds[name].append(timeit(fn, warmup=0, repeats=1, inner=inner, sync=sync)[0])
+    copy = rounds["copy x.clone()"]
     results = {}
-    for name, fn in contenders(x, r, compile_fused).items():
-        s = sorted(timeit(fn, repeats=repeats, sync=sync))
+    for name, samples in rounds.items():
+        s = sorted(samples)
         q1, med, q3 = s[len(s) // 4], statistics.median(s), s[(3 * len(s)) // 4]
-        results[name] = {"median_ms": med * 1e3, "iqr_ms": (q3 - q1) * 1e3}
-    copy = results["copy x.clone()"]["median_ms"]
-    for res in results.values():
-        res["ratio_to_copy"] = res["median_ms"] / copy
+        ratio = statistics.median(t / c for t, c in zip(samples, copy))
+        results[name] = {"median_ms": med * 1e3, "iqr_ms": (q3 - q1) * 1e3, "ratio_to_copy": ratio}
     return results
 
 
@@ -96,10 +105,10 @@ def table(results: dict[str, dict[str, float]], title: str = "") -> Table:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--full", action="store_true", help="bigger tensor (64, 512, 1024) and more repeats")
+    ap.add_argument("--full", action="store_true", help="bigger tensor (64, 512, 1024) and more rounds")
     ap.add_argument("--compile", action="store_true", help="add a torch.compile'd fused Add+RMSNorm (~20 s to compile)")
     args = ap.parse_args(argv)
-    shape, repeats = ((64, 512, 1024), 30) if args.full else ((16, 128, 512), 15)
+    shape, repeats = ((64, 512, 1024), 15) if args.full else ((16, 512, 1024), 7)
     results = run(shape, repeats=repeats, compile_fused=args.compile)
     print(table(results, title=f"shape {shape}, float32, {torch.get_num_threads()} threads"))
     if torch.cuda.is_available():  # optional: the same contenders, ratio to the GPU's own copy
