@@ -53,7 +53,21 @@ def wanted_stamp() -> str:
     return h.hexdigest()
 
 
-def ensure_env() -> Path:
+COURSE_EXTRAS = ("test", "book")          # what `course`, `book` and `slides` need
+TEST_EXTRAS = ("test", "book", "fused")    # `test` also checks the optional Triton kernel (normlab/fused.py)
+
+
+def installed_extras() -> set[str]:
+    """The extras the current .venv was installed with, if it matches pyproject/requirements."""
+    if not STAMP.exists():
+        return set()
+    lines = STAMP.read_text().split()
+    if not lines or lines[0] != wanted_stamp():
+        return set()
+    return set(lines[1].split(",")) if len(lines) > 1 else set(COURSE_EXTRAS)
+
+
+def ensure_env(extras: tuple[str, ...] = COURSE_EXTRAS) -> Path:
     """Create .venv and install normlab with its dependencies, unless already up to date."""
     if sys.version_info < (3, 11):
         say(f"需要 Python 3.11 或更新版本，当前是 {sys.version.split()[0]}。(Python 3.11+ is required.)")
@@ -64,11 +78,13 @@ def ensure_env() -> Path:
         if run([sys.executable, "-m", "venv", VENV]) != 0:
             say("无法创建 .venv：请确认已安装 python3-venv。(could not create .venv; is python3-venv installed?)")
             sys.exit(1)
-    if STAMP.exists() and STAMP.read_text().strip() == wanted_stamp():
+    have = installed_extras()
+    if set(extras) <= have:
         return py
+    extras = tuple(sorted(set(extras) | have, key=TEST_EXTRAS.index))
     say("安装依赖 (installing dependencies: torch 2.13.0 CPU, JupyterLab, ...)，首次约需 1–3 分钟 ...")
     t0 = time.time()
-    base = [py, "-m", "pip", "install", "--disable-pip-version-check", "-e", ".[test,book]"]
+    base = [py, "-m", "pip", "install", "--disable-pip-version-check", "-e", f".[{','.join(extras)}]"]
     code = run(base + ["-c", LOCK]) if LOCK.exists() else 1
     if code != 0:
         say("按测试过的精确版本 (requirements-tested.txt) 安装失败，改用 pyproject.toml 的版本范围重试 ...")
@@ -77,7 +93,7 @@ def ensure_env() -> Path:
         say("依赖安装失败，见上方 pip 的输出。(pip install failed; see pip's output above.)")
         sys.exit(code)
     configure_jupyter()
-    STAMP.write_text(wanted_stamp())
+    STAMP.write_text(f"{wanted_stamp()}\n{','.join(extras)}\n")
     say(f"环境就绪 (environment ready) in {time.time() - t0:.0f} s")
     return py
 
@@ -136,7 +152,7 @@ def cmd_course(args: list[str]) -> int:
 
 def cmd_test(args: list[str]) -> int:
     """pytest for normlab plus nbval over every notebook, two workers, one notebook per worker."""
-    py = ensure_env()
+    py = ensure_env(TEST_EXTRAS)
     ensure_browser()
     t0 = time.time()
     nbdir = ROOT / "build" / "nbval"
@@ -157,7 +173,7 @@ def cmd_test(args: list[str]) -> int:
 
 def cmd_freeze(args: list[str]) -> int:
     """(maintainers) Record the exact versions in .venv after a passing test run."""
-    py = ensure_env()
+    py = ensure_env(TEST_EXTRAS)
     out = subprocess.run([str(py), "-m", "pip", "freeze", "--exclude-editable"], capture_output=True, text=True,
                          check=True).stdout
     pins = sorted(line.split("+")[0] for line in out.splitlines() if "==" in line)  # drop +cpu labels
@@ -165,7 +181,7 @@ def cmd_freeze(args: list[str]) -> int:
               f"{sys.version_info.major}.{sys.version_info.minor}, Linux x86-64, CPU).",
               "# Used as pip constraints by run.py. Regenerate with: python3 run.py freeze"]
     LOCK.write_text("\n".join(header + pins) + "\n")
-    STAMP.write_text(wanted_stamp())
+    STAMP.write_text(f"{wanted_stamp()}\n{','.join(TEST_EXTRAS)}\n")
     say(f"{len(pins)} versions -> {LOCK.name}")
     return 0
 

@@ -11,6 +11,7 @@ Modules, one concern each (import them explicitly, e.g. ``from normlab import no
     tasks, warmup, placement, residuals   experiments of the residuals and placement lessons
     bn_lab, distributed                   experiments of the BatchNorm lesson (2-process sync BN)
     rms_variants, invariance, bench       RMSNorm variants, invariance table, micro-benchmark
+    fused         Add + RMSNorm as one Triton kernel (optional extra; interpreted on a CPU)
     deepnorm      DeepNet's alpha / beta and init
     beyond        ScaleNorm, PowerNorm (paper and [C]), QK-norm attention, DyT
     drills        the interview-drill checker (python -m normlab.drills KIND FILE.py)

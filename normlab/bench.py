@@ -11,7 +11,8 @@ element). The default shape (16, 512, 1024) is 32 MiB per tensor, larger than a 
 
 Nominal bytes moved per element (float32, params ignored): copy 8 (read 4 + write 4),
 add 12, LayerNorm / RMSNorm 8 if done in one pass over memory, Add+Norm unfused 20
-(the sum is written, then read again), Add+Norm fused 12.
+(the sum is written, then read again), Add+Norm fused 12 (16 when the sum h = x + r is also
+written out as the next residual stream, as normlab.fused's Triton kernel does; GPU only).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from .viz import Table
 
 BYTES = {"copy x.clone()": 8, "add x + r": 12, "F.layer_norm": 8, "F.rms_norm": 8, "normlab LayerNorm (readable)": 8,
          "normlab RMSNorm (readable)": 8, "Add + LayerNorm (unfused)": 20, "Add + RMSNorm (unfused)": 20,
-         "Add + RMSNorm (torch.compile)": 12}
+         "Add + RMSNorm (torch.compile)": 12, "Add + RMSNorm (Triton, h and y)": 16}
 
 
 def timeit(fn: Callable[[], object], warmup: int = 3, repeats: int = 15, inner: int = 3,
@@ -67,6 +68,10 @@ def contenders(x: torch.Tensor, r: torch.Tensor, compile_fused: bool = False) ->
     if compile_fused:
         fused = torch.compile(lambda a, c: F.rms_norm(a + c, (d,), w, 1e-6))
         out["Add + RMSNorm (torch.compile)"] = lambda: fused(x, r)
+    if x.is_cuda:                               # normlab.fused: on a CPU it only runs interpreted (no timing)
+        from . import fused as triton_fused
+        if triton_fused.available():
+            out["Add + RMSNorm (Triton, h and y)"] = lambda: triton_fused.add_rmsnorm(x, r, w, 1e-6)
     return out
 
 
