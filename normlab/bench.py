@@ -8,6 +8,10 @@ range, and the headline: the median over rounds of (contender time / copy time i
 round). Norms read x once and write y once, so once the tensor is larger than the caches they
 are limited by memory traffic, and a copy (``x.clone()``) moves the same bytes (8 per float32
 element). The default shape (16, 512, 1024) is 32 MiB per tensor, larger than a typical L3.
+Every contender allocates its output, as the functional norms do. On Linux, glibc hands out
+such large blocks as fresh pages from the kernel by default, and first-touching 32 MiB costs
+more than moving it (page faults, not memory bandwidth); so on a CPU ``run`` first asks glibc
+to reuse freed memory (``mallopt``), as PyTorch's caching allocator does on a GPU.
 
 Nominal bytes moved per element (float32, params ignored): copy 8 (read 4 + write 4),
 add 12, LayerNorm / RMSNorm 8 if done in one pass over memory, Add+Norm unfused 20
@@ -75,6 +79,19 @@ def contenders(x: torch.Tensor, r: torch.Tensor, compile_fused: bool = False) ->
     return out
 
 
+def reuse_freed_memory() -> bool:
+    """Ask glibc to keep freed blocks and hand them out again instead of mmap'ing fresh pages
+    (M_MMAP_THRESHOLD, M_TRIM_THRESHOLD). Process-wide; returns False where there is no glibc."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return bool(libc.mallopt(-3, 1 << 30) and libc.mallopt(-1, (1 << 31) - 1))  # -3 MMAP, -1 TRIM
+    except (OSError, AttributeError):
+        return False
+
+
 @torch.no_grad()
 def run(shape: tuple[int, ...] = (16, 512, 1024), dtype: torch.dtype = torch.float32, repeats: int = 7,
         compile_fused: bool = False, device: str = "cpu", inner: int = 2) -> dict[str, dict[str, float]]:
@@ -85,6 +102,8 @@ def run(shape: tuple[int, ...] = (16, 512, 1024), dtype: torch.dtype = torch.flo
     x = torch.randn(shape, generator=g).to(device=device, dtype=dtype)
     r = torch.randn(shape, generator=g).to(device=device, dtype=dtype)
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    if device == "cpu":
+        reuse_freed_memory()
     fns = contenders(x, r, compile_fused)
     for fn in fns.values():                       # warm-up (and compilation) outside the timed rounds
         timeit(fn, warmup=2, repeats=1, inner=1, sync=sync)
