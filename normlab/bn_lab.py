@@ -1,5 +1,7 @@
 """Machinery for the BatchNorm lesson (notebook 02): momentum conventions, the d2l-style mode
-bug reproduced, small digits networks with BN / GroupNorm / no norm, and a training loop.
+bug reproduced, small digits networks with BN / GroupNorm / no norm, a training loop that can
+record Karpathy's update:data ratios, and the pieces of Santurkar et al.'s "noisy BN" experiment
+(``NoisyShift``, ``InputDrift``).
 
 Data: ``normlab.residuals.digits`` (scikit-learn's load_digits, shipped inside the package).
 """
@@ -28,7 +30,8 @@ def running_update(running: Tensor, batch: Tensor, m: float, convention: str) ->
         return (1 - m) * running + m * batch
     if convention == "old_weight":
         return m * running + (1 - m) * batch
-    raise ValueError(f"convention 应为 {sorted(CONVENTIONS)} 之一，实际 {convention!r}")
+    raise ValueError(f"滑动平均写法 convention 应为 {sorted(CONVENTIONS)} 之一，实际收到 {convention!r}。"
+                     f"(convention must be one of {sorted(CONVENTIONS)}.)")
 
 
 def running_trace(m: float, convention: str, steps: int = 60, true_mean: float = 5.0, noise: float = 1.0,
@@ -65,24 +68,98 @@ def set_bn_momentum(model: nn.Module, momentum: float | None) -> nn.Module:
     return model
 
 
-def mlp(norm: str = "none", depth: int = 4, width: int = 64, act: str = "tanh", seed: int = 0) -> nn.Sequential:
-    """64 pixels -> depth x [Linear -> norm -> act] -> 10 logits. norm: none / bn / gn (8 groups) / ln."""
+class NoisyShift(nn.Module):
+    """Santurkar et al. 2018 (arXiv 1805.11604, §2.1) "noisy BN", in miniature: placed after a BN
+    layer, it multiplies each feature by a random scale in [1, strength] and adds a random shift in
+    [-strength, strength], both drawn anew at every training step. The next layer's input
+    distribution then moves at every step (internal covariate shift injected on purpose).
+    Identity in eval mode."""
+
+    def __init__(self, num_features: int, strength: float = 2.0, seed: int = 0) -> None:
+        super().__init__()
+        if strength < 1:
+            raise ValueError(f"NoisyShift 的噪声强度 strength 至少为 1，实际 {strength}。(strength must be >= 1.)")
+        self.num_features, self.strength = num_features, float(strength)
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def forward(self, h: Tensor) -> Tensor:
+        if not self.training:
+            return h
+        n, g = self.strength, self.generator
+        scale = 1 + torch.rand(self.num_features, generator=g) * (n - 1)       # std in [1, n]
+        shift = (torch.rand(self.num_features, generator=g) * 2 - 1) * n      # mean in [-n, n]
+        return h * scale + shift
+
+
+class InputDrift:
+    """Records, at every training-mode forward pass, the per-feature batch mean of the input of each
+    layer of type ``kind`` (e.g. nn.Tanh). ``per_layer()``: the mean |change| of those means from one
+    step to the next, per layer, a direct measure of how much the layer's input distribution moves.
+
+        with InputDrift(model, nn.Tanh) as drift:
+            train(model, ...)
+        drift.per_layer()
+    """
+
+    def __init__(self, model: nn.Module, kind: type = nn.Tanh) -> None:
+        self.layers = [m for m in model.modules() if isinstance(m, kind)]
+        if not self.layers:
+            raise ValueError(f"模型里没有 {kind.__name__} 层可以观察。(no {kind.__name__} layer in the model.)")
+        self.means: list[list[Tensor]] = [[] for _ in self.layers]
+        self._hooks: list = []
+
+    def __enter__(self) -> "InputDrift":
+        for i, layer in enumerate(self.layers):
+            def hook(module, inputs, output, i=i):
+                if module.training:
+                    self.means[i].append(inputs[0].detach().reshape(-1, inputs[0].shape[-1]).mean(0))
+            self._hooks.append(layer.register_forward_hook(hook))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []
+
+    def per_layer(self) -> list[float]:
+        out = []
+        for means in self.means:
+            if len(means) < 2:
+                raise ValueError("至少需要两个训练步才能比较分布的变化。(need at least 2 training steps.)")
+            m = torch.stack(means)
+            out.append((m[1:] - m[:-1]).abs().mean().item())
+        return out
+
+
+def mlp(norm: str = "none", depth: int = 4, width: int = 64, act: str = "tanh", seed: int = 0,
+        noise: float = 2.0) -> nn.Sequential:
+    """64 pixels -> depth x [Linear -> norm -> act] -> 10 logits.
+    norm: none / bn / gn (8 groups) / ln / bn_noise (BN followed by ``NoisyShift(noise)``)."""
     torch.manual_seed(seed)
-    make = {"none": lambda c: nn.Identity(), "bn": nn.BatchNorm1d, "gn": lambda c: nn.GroupNorm(8, c),
-            "ln": nn.LayerNorm}[norm]
+    makers = {"none": lambda c, i: nn.Identity(), "bn": lambda c, i: nn.BatchNorm1d(c),
+            "gn": lambda c, i: nn.GroupNorm(8, c), "ln": lambda c, i: nn.LayerNorm(c),
+            "bn_noise": lambda c, i: nn.Sequential(nn.BatchNorm1d(c), NoisyShift(c, noise, seed=1000 * seed + i))}
+    if norm not in makers:
+        raise ValueError(f"未知的 norm={norm!r}：可选 {', '.join(makers)}。(unknown norm)")
+    make = makers[norm]
     acts = {"tanh": nn.Tanh, "relu": nn.ReLU}
     layers, d = [], 64
-    for _ in range(depth):
-        layers += [nn.Linear(d, width), make(width), acts[act]()]
+    for i in range(depth):
+        layers += [nn.Linear(d, width), make(width, i), acts[act]()]
         d = width
     return nn.Sequential(*layers, nn.Linear(d, 10))
 
 
 def train(model: nn.Module, x: Tensor, y: Tensor, steps: int, batch: int, opt: str = "sgd", lr: float = 0.1,
-          seed: int = 0, desc: str = "train") -> list[float]:
-    """Mini-batch training (SGD or Adam) with a progress bar; returns the loss of every step."""
+          seed: int = 0, desc: str = "train", ratios: list | None = None) -> list[float]:
+    """Mini-batch training (SGD or Adam) with a progress bar; returns the loss of every step.
+
+    ``ratios``: a list to append, at every step, Karpathy's update:data ratio of each weight matrix
+    (parameters with 2+ dims, in model order): std(W_after - W_before) / std(W_before).
+    """
     optimizer = (torch.optim.SGD if opt == "sgd" else torch.optim.Adam)(model.parameters(), lr=lr)
     g = torch.Generator().manual_seed(seed)
+    weights = [p for p in model.parameters() if p.dim() >= 2] if ratios is not None else []
     model.train()
     losses = []
     for _ in tqdm(range(steps), desc=desc, leave=False):
@@ -90,7 +167,10 @@ def train(model: nn.Module, x: Tensor, y: Tensor, steps: int, batch: int, opt: s
         loss = F.cross_entropy(model(x[idx]), y[idx])
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        before = [w.detach().clone() for w in weights]
         optimizer.step()
+        if ratios is not None:
+            ratios.append([((w.detach() - b).std() / b.std()).item() for w, b in zip(weights, before)])
         losses.append(loss.item())
     return losses
 

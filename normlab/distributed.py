@@ -55,7 +55,8 @@ def sync_batchnorm_demo(x: Tensor, world: int = 2) -> list[dict[str, Tensor]]:
     """Split ``x`` (N, C) into ``world`` shards, run one process per shard, return each rank's
     local and synchronised statistics and outputs (BN without affine)."""
     if x.dim() != 2 or x.shape[0] < 2 * world:
-        raise ValueError(f"需要形状 (N, C) 且 N >= {2 * world} 的输入，实际 {tuple(x.shape)} (expected (N, C))")
+        raise ValueError(f"sync_batchnorm_demo 需要形状 (N, C) 且 N >= {2 * world} 的输入（每个进程至少 2 行），"
+                         f"实际收到 {tuple(x.shape)}。(expected an (N, C) tensor with N >= {2 * world}.)")
     shards = list(x.chunk(world, dim=0))
     with tempfile.TemporaryDirectory() as out_dir:
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")

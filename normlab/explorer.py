@@ -399,7 +399,7 @@ def static_grid(image_shape: Sequence[int] = (3, 4, 2, 2), text_shape: Sequence[
 
     cells = {"image": (1, 1, 0, 1), "text": (1, 1, 1)}
     shapes = {"image": tuple(image_shape), "text": tuple(text_shape)}
-    fig, axes = plt.subplots(len(NORMS), 2, figsize=(12, 14), layout="constrained")
+    fig, axes = plt.subplots(len(NORMS), 2, figsize=(12, 15), layout="constrained")
     for i, norm in enumerate(NORMS):
         for j, layout in enumerate(LAYOUTS):
             ids = groups(norm, shapes[layout], layout, num_groups)
@@ -407,7 +407,7 @@ def static_grid(image_shape: Sequence[int] = (3, 4, 2, 2), text_shape: Sequence[
             kind = "图像 image" if layout == "image" else "文本 text"
             g = f"G={num_groups}, " if norm == "groupnorm" else ""
             draw_blocks(axes[i, j], ids, layout, cells[layout], fontsize=11,
-                        title=f"{LABELS[norm]} · {kind} ({a0}, {a1}, {a2}) · {g}{int(ids.max()) + 1} 组统计量")
+                        title=f"{LABELS[norm]}\n{kind} ({a0}, {a1}, {a2}) · {g}{int(ids.max()) + 1} 组统计量")
     fig.suptitle("每种归一化：蓝色格子共用红框格子的均值和方差；黑线分开不同的组", fontsize=14)
     return fig
 

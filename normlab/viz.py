@@ -78,7 +78,8 @@ class Table:
         self.title, self.floatfmt = title, floatfmt
         for r in self.rows:
             if len(r) != len(self.columns):
-                raise ValueError(f"表格每行应有 {len(self.columns)} 列，实际一行有 {len(r)} 列: {r}")
+                raise ValueError(f"表格每行应有 {len(self.columns)} 列，实际一行有 {len(r)} 列: {r}"
+                                 f" (each row needs {len(self.columns)} columns, one per name in columns.)")
 
     def _fmt(self, v: object) -> str:
         return format(v, self.floatfmt) if isinstance(v, float) else str(v)

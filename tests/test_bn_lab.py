@@ -68,3 +68,58 @@ def test_sync_batchnorm_across_two_processes_equals_full_batch_bn():
         assert torch.allclose(r["local_out"], F.batch_norm(shard, None, None, training=True, eps=1e-5), atol=1e-10)
     with pytest.raises(ValueError, match="N, C"):
         sync_batchnorm_demo(torch.randn(3, 2))
+
+
+def test_update_ratios_equal_lr_times_grad_over_weight_for_sgd():
+    """Karpathy's update:data ratio: with SGD, std(W_after - W_before) / std(W_before) = std(lr * grad) / std(W)."""
+    from normlab.residuals import digits
+    x, y, _, _ = digits()
+    model = bn_lab.mlp("bn", depth=2, seed=3)
+    twin = bn_lab.mlp("bn", depth=2, seed=3)
+    ratios = []
+    bn_lab.train(model, x, y, steps=1, batch=32, lr=0.5, seed=7, ratios=ratios)
+    idx = torch.randint(0, len(y), (32,), generator=torch.Generator().manual_seed(7))   # the same batch
+    twin.train()
+    F.cross_entropy(twin(x[idx]), y[idx]).backward()
+    weights = [p for p in twin.parameters() if p.dim() >= 2]
+    expected = [((0.5 * w.grad).std() / w.detach().std()).item() for w in weights]
+    assert len(ratios) == 1 and len(ratios[0]) == len(weights) == 3
+    assert ratios[0] == pytest.approx(expected, rel=1e-4)
+
+
+def test_noisy_shift_moves_the_distribution_every_step_and_is_identity_in_eval():
+    layer = bn_lab.NoisyShift(5, strength=2.0, seed=0)
+    h = torch.randn(400, 5)
+    a, b = layer(h), layer(h)
+    assert not torch.allclose(a, b)                                  # a new scale and shift every step
+    scale = a.std(0) / h.std(0)
+    shift = a.mean(0) - scale * h.mean(0)
+    assert ((scale >= 1 - 1e-4) & (scale <= 2 + 1e-4)).all() and (shift.abs() <= 2 + 1e-4).all()
+    layer.eval()
+    assert torch.equal(layer(h), h)
+    with pytest.raises(ValueError, match="strength"):
+        bn_lab.NoisyShift(3, strength=0.5)
+
+
+def test_input_drift_against_a_hand_computation():
+    model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Tanh())
+    xs = [torch.randn(8, 3) for _ in range(3)]
+    with bn_lab.InputDrift(model, torch.nn.Tanh) as drift:
+        for x in xs:
+            model(x)
+    assert not model[1]._forward_hooks                               # hooks removed on exit
+    with torch.no_grad():
+        means = [model[0](x).mean(0) for x in xs]
+    expected = (torch.stack(means[1:]) - torch.stack(means[:-1])).abs().mean().item()
+    assert drift.per_layer() == pytest.approx([expected], rel=1e-5)
+    with pytest.raises(ValueError, match="Tanh"):
+        bn_lab.InputDrift(torch.nn.Linear(2, 2), torch.nn.Tanh)
+
+
+def test_noisy_bn_network_has_the_same_initial_weights_as_the_bn_network():
+    a, b = bn_lab.mlp("bn", seed=4), bn_lab.mlp("bn_noise", seed=4)
+    wa = [p for p in a.parameters() if p.dim() >= 2]
+    wb = [p for p in b.parameters() if p.dim() >= 2]
+    assert all(torch.equal(p, q) for p, q in zip(wa, wb))
+    with pytest.raises(ValueError, match="未知的 norm"):
+        bn_lab.mlp("batchnorm")

@@ -174,9 +174,10 @@ def test_groupnorm_matches_torch(groups, shape, affine):
     torch.manual_seed(0)
     ours, ref = norms.GroupNorm(groups, 6, affine=affine), nn.GroupNorm(groups, 6, affine=affine)
     randomize(ours, ref)
-    if groups == 6 and len(shape) == 2:
-        return  # one value per group: torch returns zeros too, but nothing to learn here
-    assert_same_step(ours, ref, torch.randn(shape) * 4 + 1, torch.randn(shape))
+    # one value per group (G = C on (N, C)): x - mu = 0, so y = beta and the grads are ~0; torch's
+    # fused kernel leaves float32 rounding noise (~1e-5) there, hence the looser tolerance
+    tol = 5e-4 if groups == 6 and len(shape) == 2 else 1e-5
+    assert_same_step(ours, ref, torch.randn(shape) * 4 + 1, torch.randn(shape), atol=tol, rtol=1e-5)
 
 
 @pytest.mark.parametrize("shape", [(4, 3, 7), (2, 3, 4, 5)])

@@ -1,12 +1,17 @@
 """Time one interaction of the axes explorer (goal: under 100 ms on a 2-core CPU).
 
-    .venv/bin/python tools/bench_explorer.py [--repeats 30]
+    .venv/bin/python tools/bench_explorer.py [--repeats 30] [--cpu]
 
 An interaction is setting a widget control's value, as the browser does: its callback
 adjusts the other controls, calls ``AxesExplorer.update`` (groups, live statistics,
 in-place redraw) and encodes the PNG the widget shows. Prints the median and 90th
 percentile per kind of interaction, at the default sizes; the last row clears the cache
 of derived groups before every step (the cost the first time a shape is seen).
+
+Two clocks: wall time (what the learner waits) and this process's CPU time (what the
+interaction costs on a free core; on a machine shared with other jobs the wall time also
+counts the time the scheduler gave to someone else). The verdict uses the wall time unless
+``--cpu`` is given.
 """
 
 from __future__ import annotations
@@ -58,36 +63,45 @@ def bench(layout: str, repeats: int) -> list[list]:
         _ = e.widget
         if name.startswith("组数"):
             e._norm.value = "groupnorm"
-        times = []
+        times, cpu = [], []
         for step in itertools.islice(itertools.cycle(steps), repeats):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             move(e, *step)
             times.append((time.perf_counter() - t0) * 1000)
-        times.sort()
-        rows.append([layout, name, statistics.median(times), times[int(0.9 * (len(times) - 1))], max(times)])
+            cpu.append((time.process_time() - c0) * 1000)
+        rows.append([layout, name, *summary(times), *summary(cpu)[:2]])
     e = ex.AxesExplorer(layout)
-    times = []
+    times, cpu = [], []
     for k in range(repeats):  # a shape never seen before: the groups are derived again (no cache)
         ex._groups_cached.cache_clear()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         e.update(norm=ex.NORMS[k % len(ex.NORMS)])
         e.png()
         times.append((time.perf_counter() - t0) * 1000)
-    times.sort()
-    rows.append([layout, "首次见到的形状 (无缓存)", statistics.median(times), times[int(0.9 * (len(times) - 1))], max(times)])
+        cpu.append((time.process_time() - c0) * 1000)
+    rows.append([layout, "首次见到的形状 (无缓存)", *summary(times), *summary(cpu)[:2]])
     return rows
+
+
+def summary(ms: list[float]) -> tuple[float, float, float]:
+    """median, 90th percentile, max."""
+    ms = sorted(ms)
+    return statistics.median(ms), ms[int(0.9 * (len(ms) - 1))], ms[-1]
 
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--cpu", action="store_true", help="judge the budget by CPU time (a shared, busy machine)")
     args = ap.parse_args(argv)
     normlab.setup()
     rows = bench("image", args.repeats) + bench("text", args.repeats)
-    print(Table(rows, ["布局 layout", "交互 interaction", "中位数 median ms", "p90 ms", "最大 max ms"],
+    print(Table(rows, ["布局 layout", "交互 interaction", "中位数 median ms", "p90 ms", "最大 max ms",
+                       "CPU 中位数 ms", "CPU p90 ms"],
                 title=f"axes explorer, {torch.get_num_threads()} torch threads, default sizes", floatfmt=".1f"))
-    worst = max(r[3] for r in rows)
-    print(f"worst p90: {worst:.1f} ms ({'OK' if worst < 100 else 'OVER'} the 100 ms budget)")
+    col, clock = (6, "CPU") if args.cpu else (3, "wall")
+    worst = max(r[col] for r in rows)
+    print(f"worst p90 ({clock} time): {worst:.1f} ms ({'OK' if worst < 100 else 'OVER'} the 100 ms budget)")
     return 0
 
 
