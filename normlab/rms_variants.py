@@ -1,7 +1,9 @@
 """RMSNorm as real models and papers write it, each checked in tests/test_rms_variants.py.
 
-All normalise over the last dim d:  rms(x) = sqrt(mean(x^2) + eps),  y = x / rms(x) * gain.
-They differ in where the float32 upcast ends, what the gain is, and where eps goes.
+All normalise over the last dim d:  y = x / rms(x) * gain,  rms(x) = sqrt(mean(x^2) + eps)
+(eps inside the root: PyTorch, LLaMA, T5, Gemma) or sqrt(mean(x^2)) + eps (outside: the paper
+authors' rmsnorm_torch.py, here ``eps_outside`` and ``partial``). They differ in where the float32
+upcast ends, what the gain is, and where eps goes.
 """
 
 from __future__ import annotations
@@ -37,10 +39,11 @@ def gemma(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
 
 
 def partial(x: Tensor, weight: Tensor, p: float = 0.0625, eps: float = 1e-8) -> Tensor:
-    """pRMSNorm (Zhang & Sennrich 2019): estimate the RMS from the first ceil(p*d) features only."""
-    k = max(1, int(-(-p * x.shape[-1] // 1)))
-    rms = torch.sqrt(x[..., :k].pow(2).mean(-1, keepdim=True) + eps)
-    return x / rms * weight
+    """pRMSNorm (Zhang & Sennrich 2019): estimate the RMS from the first k = int(p * d) features only
+    (floor, at least 1), and, as the authors' rmsnorm_torch.py does, x / (rms + eps): eps outside the root."""
+    k = max(1, int(x.shape[-1] * p))
+    rms = x[..., :k].pow(2).mean(-1, keepdim=True).sqrt()
+    return x / (rms + eps) * weight
 
 
 def eps_outside(x: Tensor, weight: Tensor, eps: float = 1e-8) -> Tensor:

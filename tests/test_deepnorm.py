@@ -30,17 +30,32 @@ def test_decoder_accepts_a_single_count_and_bad_input_is_clear():
         deepnorm.constants("encoder", 0)
 
 
-def test_blocks_use_these_constants_and_scale_only_ffn_v_out():
-    stack = blocks.build_stack(depth=10, width=32, wiring="deepnorm", sublayer="transformer", seed=0)
-    alpha, beta = deepnorm.constants("encoder", 10)
-    assert stack.blocks[0].mlp.alpha == alpha
+def test_init_scales_ffn_v_out_by_beta_and_leaves_q_k():
+    beta = 0.3
     torch.manual_seed(0)
-    model = nn.ModuleDict({"q_proj": nn.Linear(256, 256), "v_proj": nn.Linear(256, 256), "fc2": nn.Linear(256, 256)})
+    model = nn.ModuleDict({name: nn.Linear(256, 256) for name in ("q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2")})
     scaled = deepnorm.init_(model, beta)
-    assert scaled == ["v_proj.weight", "fc2.weight"]
-    xavier = (2 / 512) ** 0.5
-    assert model["q_proj"].weight.std().item() == pytest.approx(xavier, rel=0.05)
-    assert model["v_proj"].weight.std().item() == pytest.approx(beta * xavier, rel=0.05)
+    assert scaled == ["v_proj.weight", "out_proj.weight", "fc1.weight", "fc2.weight"]
+    xavier = (2 / 512) ** 0.5                                   # Xavier-normal std for 256 -> 256
+    for name, lin in model.items():
+        gain = beta if name in ("v_proj", "out_proj", "fc1", "fc2") else 1.0
+        assert lin.weight.std().item() == pytest.approx(gain * xavier, rel=0.05), name
+        assert torch.all(lin.bias == 0)
+
+
+def test_the_stacks_the_notebooks_train_use_the_papers_alpha_and_beta():
+    """normlab.blocks builds the DeepNorm stacks: alpha on the identity branch, beta as the Xavier gain."""
+    depth, width = 10, 32
+    stack = blocks.build_stack(depth=depth, width=width, wiring="deepnorm", sublayer="transformer", seed=0)
+    alpha, beta = (2 * depth) ** 0.25, (8 * depth) ** -0.25    # encoder-only, §4.3
+    assert all(b.attn.alpha == pytest.approx(alpha) and b.mlp.alpha == pytest.approx(alpha) for b in stack.blocks)
+    layers = {"q_proj": (1.0, "attn"), "k_proj": (1.0, "attn"), "v_proj": (beta, "attn"), "out_proj": (beta, "attn"),
+              "fc1": (beta, "mlp"), "fc2": (beta, "mlp")}
+    for name, (gain, part) in layers.items():
+        lins = [getattr(getattr(b, part).sublayer, name) for b in stack.blocks]
+        w = torch.cat([lin.weight.flatten() for lin in lins])   # pooled over the 10 blocks
+        xavier = gain * (2 / (lins[0].in_features + lins[0].out_features)) ** 0.5
+        assert w.std().item() == pytest.approx(xavier, rel=0.05), name
 
 
 def test_wrong_versions_compute_what_they_claim():
@@ -57,5 +72,5 @@ def test_branch_share_is_alpha_squared_larger_when_alpha_is_misplaced():
     x = torch.randn(64, 64)
     good = deepnorm.branch_share(deepnorm.variant_model("deepnorm", 16), x)
     bad = deepnorm.branch_share(deepnorm.variant_model("alpha_on_branch", 16), x)
-    alpha = deepnorm.constants("encoder", 16)[0]
+    alpha = 32 ** 0.25                                          # (2N)^(1/4), N = 16
     assert bad[0] / good[0] == pytest.approx(alpha ** 2, rel=1e-4)

@@ -31,7 +31,7 @@ class LNClassic(nn.Module):
         return ((xf - mu) * torch.rsqrt(var + self.eps) * self.weight + self.bias).to(x.dtype)
 
 
-class LNWelfordish(nn.Module):  # a different style: explicit centred second moment, no float upcast
+class LNWelfordish(nn.Module):  # a different style: torch.Size, centred second moment, .sqrt() division, type_as
     def __init__(self, normalized_shape, eps=1e-5):
         super().__init__()
         self.ns = torch.Size([normalized_shape] if isinstance(normalized_shape, int) else normalized_shape)
@@ -41,8 +41,9 @@ class LNWelfordish(nn.Module):  # a different style: explicit centred second mom
 
     def forward(self, x):
         d = [-i for i in range(1, len(self.ns) + 1)]
-        c = x - x.mean(d, keepdim=True)
-        return c / (c.pow(2).mean(d, keepdim=True) + self.eps).sqrt() * self.weight + self.bias
+        h = x.to(torch.float32)
+        c = h - h.mean(d, keepdim=True)
+        return (c / (c.pow(2).mean(d, keepdim=True) + self.eps).sqrt() * self.weight + self.bias).type_as(x)
 
 
 class RMSLlama(nn.Module):
@@ -120,9 +121,35 @@ def test_correct_submissions_pass(kind, impl):
     assert report.passed, str(report)
 
 
+class TorchBN(nn.modules.batchnorm._BatchNorm):  # torch's own BatchNorm, for (N, C) and (N, C, H, W) alike
+    def _check_input_dim(self, input):
+        pass
+
+
 def test_torch_modules_themselves_pass():
     assert drills.check("layernorm", nn.LayerNorm).passed
     assert drills.check("rmsnorm", nn.RMSNorm).passed
+    report = drills.check("batchnorm", TorchBN)
+    assert report.passed, str(report)
+
+
+def _autograd_backward(fn, with_bias=True):
+    """A backward 'submission' that is autograd itself: the checker must accept it."""
+    def backward(g, x, w, eps):
+        x, w = x.clone().requires_grad_(True), w.clone().requires_grad_(True)
+        b = torch.zeros_like(w, requires_grad=True)
+        return tuple(torch.autograd.grad((fn(x, w, b, eps) * g).sum(), [x, w, b] if with_bias else [x, w]))
+    return backward
+
+
+@pytest.mark.parametrize("kind,fn,with_bias", [
+    ("layernorm_backward", lambda x, w, b, eps: F.layer_norm(x, x.shape[-1:], w, b, eps), True),
+    ("batchnorm_backward", lambda x, w, b, eps: F.batch_norm(x, None, None, w, b, True, 0.1, eps), True),
+    ("rmsnorm_backward", lambda x, w, b, eps: F.rms_norm(x, x.shape[-1:], w, eps), False),
+])
+def test_autograd_itself_passes_the_backward_cards(kind, fn, with_bias):
+    report = drills.check(kind, _autograd_backward(fn, with_bias))
+    assert report.passed, str(report)
 
 
 # ---------------------------------------------------------------- each common mistake is named
@@ -158,6 +185,20 @@ class LNDetached(LNClassic):
         mu = x.mean(-1, keepdim=True).detach()
         var = x.var(-1, unbiased=False, keepdim=True).detach()
         return (x - mu) / torch.sqrt(var + self.eps) * self.weight + self.bias
+
+
+class LNNoUpcast(LNClassic):  # right in float32; in float16 (x - mu)^2 overflows at |x| ~ 300
+    def forward(self, x):
+        dims = tuple(range(-len(self.shape), 0))
+        c = x - x.mean(dims, keepdim=True)
+        return c / torch.sqrt(c.pow(2).mean(dims, keepdim=True) + self.eps) * self.weight + self.bias
+
+
+class LNHardcodedEps(LNClassic):  # ignores the eps it was given
+    def forward(self, x):
+        dims = tuple(range(-len(self.shape), 0))
+        mu, var = x.mean(dims, keepdim=True), x.var(dims, unbiased=False, keepdim=True)
+        return (x - mu) / torch.sqrt(var + 1e-5) * self.weight + self.bias
 
 
 class RMSNoUpcast(RMSLlama):
@@ -255,6 +296,21 @@ class BNNaNBatchOne(BNGood):
         return super().forward(x)
 
 
+class BNHardcodedMomentum(BNGood):
+    def __init__(self, num_features, eps=1e-5, momentum=0.1):
+        super().__init__(num_features, eps, 0.1)               # momentum argument dropped
+
+
+class BNHardcodedEps(BNGood):
+    def __init__(self, num_features, eps=1e-5, momentum=0.1):
+        super().__init__(num_features, 1e-5, momentum)         # eps argument dropped
+
+
+class BNNoCastBack(BNGood):  # computes in float32 and forgets to cast back to the input dtype
+    def forward(self, x):
+        return super().forward(x).float()
+
+
 def ln_backward_no_stats_grad(g, x, w, eps):  # treats mean and variance as constants
     mu = x.mean(-1, keepdim=True)
     rstd = 1 / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + eps)
@@ -281,12 +337,42 @@ class WrongShapeLN(LNClassic):
         return x.mean(-1)
 
 
+class NaNLN(LNClassic):
+    def forward(self, x):
+        return x * float("nan")
+
+
+class WrongDtypeLN(LNClassic):  # returns float32 for half inputs
+    def forward(self, x):
+        return super().forward(x).float()
+
+
+class HangingForwardLN(LNClassic):
+    def forward(self, x):
+        while True:
+            pass
+
+
+class NotATensorLN(LNClassic):
+    def forward(self, x):
+        return x.tolist()
+
+
+class HangingBatchOfOne(BNGood):  # a hang is not "raises like PyTorch"
+    def forward(self, x):
+        while self.training and x.shape[0] == 1:
+            pass
+        return super().forward(x)
+
+
 @pytest.mark.parametrize("kind,impl,finding", [
     ("layernorm", LNUnbiased, "unbiased_variance"),
     ("layernorm", LNEpsOutside, "eps_outside_root"),
     ("layernorm", LNOnePass, "large_offset"),
     ("layernorm", LNInPlace, "input_modified"),
     ("layernorm", LNDetached, "gradients"),
+    ("layernorm", LNNoUpcast, "half_float16"),
+    ("layernorm", LNHardcodedEps, "eps_ignored"),
     ("rmsnorm", RMSNoUpcast, "half_float16"),
     ("rmsnorm", RMSCentered, "centered"),
     ("rmsnorm", RMSWithBias, "no_bias"),
@@ -298,6 +384,9 @@ class WrongShapeLN(LNClassic):
     ("batchnorm", BNGraphInStats, "stats_graph"),
     ("batchnorm", BNUpdatesInEval, "eval_no_update"),
     ("batchnorm", BNNaNBatchOne, "batch_of_one"),
+    ("batchnorm", BNNoCastBack, "half_bfloat16"),
+    ("batchnorm", BNHardcodedMomentum, "momentum_ignored"),
+    ("batchnorm", BNHardcodedEps, "eps_ignored"),
     ("layernorm_backward", ln_backward_no_stats_grad, "grad_x_4x8"),
     ("batchnorm_backward", bn_backward_wrong_count, "grad_bias_8x4"),
 ])
@@ -316,16 +405,24 @@ def test_counterexample_shows_input_expected_got():
     assert "<table>" in report._repr_html_() and "unbiased_variance" in str(report)
 
 
-@pytest.mark.parametrize("impl,needle", [(RaisesLN, "RuntimeError"), (WrongShapeLN, "形状"), (slow_ln, "时间限制")])
-def test_broken_submissions_become_findings_not_crashes(impl, needle):
+@pytest.mark.parametrize("kind,impl,needle", [
+    ("layernorm", RaisesLN, "RuntimeError"), ("layernorm", WrongShapeLN, "形状"), ("layernorm", slow_ln, "时间限制"),
+    ("layernorm", NaNLN, "NaN"), ("layernorm", WrongDtypeLN, "dtype"), ("layernorm", HangingForwardLN, "时间限制"),
+    ("layernorm", NotATensorLN, "Tensor"), ("batchnorm", HangingBatchOfOne, "时间限制"),
+    ("layernorm_backward", lambda g, x, w, eps: 1 / 0, "ZeroDivisionError"),
+])
+def test_broken_submissions_become_findings_not_crashes(kind, impl, needle):
     t0 = time.time()
-    report = drills.check("layernorm", impl)
-    assert not report.passed and needle in str(report)
+    report = drills.check(kind, impl)
+    assert not report.passed and needle in str(report), str(report)
     assert time.time() - t0 < 5
 
 
 def test_full_check_is_fast():
-    for kind, impl in [("layernorm", LNClassic), ("batchnorm", BNGood), ("rmsnorm", RMSLlama)]:
+    for kind, impl in [("layernorm", LNClassic), ("batchnorm", BNGood), ("rmsnorm", RMSLlama),
+                       ("layernorm_backward", ln_backward), ("batchnorm_backward", bn_backward),
+                       ("rmsnorm_backward", rms_backward), ("deepnorm_constants", dn_constants),
+                       ("prenorm_block", lambda x, f, n: x + f(n(x)))]:
         t0 = time.perf_counter()
         drills.check(kind, impl)
         assert time.perf_counter() - t0 < 2.0, kind
@@ -371,9 +468,13 @@ def dn_constants_torchscale(arch, N, M):  # the code's 1.15 instead of the paper
 
 def test_deepnorm_constants_match_the_paper_numbers():
     assert drills.check("deepnorm_constants", dn_constants).passed
-    # the paper's example: an 18-18 encoder-decoder, encoder side alpha = 0.81*(18^5)^(1/16)
-    alpha, _ = dn_constants("encdec_encoder", 18, 18)
-    assert abs(alpha - 0.81 * 18 ** (5 / 16)) < 1e-12
+    # the checker's own table against numbers worked out by hand from §4.3
+    from normlab.drills.checks import paper_deepnorm
+    for (arch, N, M), (alpha, beta) in {("encoder", 12, 0): (2.2134, 0.3195), ("decoder", 0, 24): (2.6321, 0.2686),
+                                        ("encdec_encoder", 18, 18): (1.9987, 0.3526),
+                                        ("encdec_decoder", 18, 18): (2.7108, 0.2608)}.items():
+        a, b = paper_deepnorm(arch, N, M)
+        assert abs(a - alpha) < 1e-4 and abs(b - beta) < 1e-4, arch
     report = drills.check("deepnorm_constants", dn_constants_torchscale)
     assert "1.15" in str(report) and not report.passed
 
@@ -412,3 +513,30 @@ def test_dyt_card_accepts_the_reference_and_names_mistakes():
             return self.alpha * torch.tanh(x) * self.weight + self.bias
 
     assert "alpha_outside" in drills.check("dyt", AlphaOutside).ids()
+
+
+def test_model_answers_point_at_existing_notebook_sections():
+    """Every "→ `NN_name` · section" in the drills notebook's model answers names a real heading."""
+    import re
+    from pathlib import Path
+
+    notebooks = Path(__file__).resolve().parent.parent / "notebooks"
+    text = (notebooks / "08_drills.md").read_text(encoding="utf-8")
+    answers = text[text.index("## 资料中面试题的参考答案"):]
+    targets = [line.split("→", 1)[1] for line in answers.splitlines() if "→ `" in line]
+    assert len(targets) == 14                                   # the 10 of [A] and the 4 of [D]
+    checked = 0
+    for target in targets:
+        notebook = None
+        for chunk in target.split("；"):
+            m = re.match(r"\s*`(\d\d_[a-z_]+)`(?: · )?(.*)", chunk)
+            if m:
+                notebook, chunk = m.group(1), m.group(2)
+            title = re.sub(r"（[^）]*）$", "", chunk.strip())
+            if not title:
+                continue
+            headings = [h.lstrip("#").strip() for h in (notebooks / f"{notebook}.md").read_text(encoding="utf-8").splitlines()
+                        if h.startswith("## ") or h.startswith("### ")]
+            assert any(h.startswith(title) for h in headings), (notebook, title)
+            checked += 1
+    assert checked >= 20

@@ -4,6 +4,7 @@ table against Zhang & Sennrich 2019 Table 1, and the benchmark's bookkeeping."""
 from __future__ import annotations
 
 import math
+import time
 
 import torch
 import torch.nn.functional as F
@@ -27,6 +28,16 @@ def test_llama_casts_back_before_the_weight_and_gemma_after():
     assert torch.equal(rms_variants.gemma(x, w - 1), (normed * (1 + (w - 1).float())).to(torch.bfloat16))
 
 
+def test_t5_casts_only_for_a_half_precision_weight():
+    torch.manual_seed(2)
+    xb = (torch.randn(4, 32) * 3).to(torch.bfloat16)
+    exact = F.rms_norm(xb.float(), (32,), None, 1e-6)
+    half = rms_variants.t5(xb, torch.ones(32, dtype=torch.bfloat16))
+    full = rms_variants.t5(xb, torch.ones(32))
+    assert half.dtype == torch.bfloat16 and full.dtype == torch.float32    # T5LayerNorm's rule
+    assert torch.allclose(full, exact, atol=1e-6) and torch.allclose(half.float(), exact, atol=2e-2)
+
+
 def test_gemma_zero_weight_is_identity_gain():
     x = torch.randn(2, 8)
     assert torch.allclose(rms_variants.gemma(x, torch.zeros(8)), F.rms_norm(x, (8,), None, 1e-6), atol=1e-6)
@@ -37,6 +48,10 @@ def test_partial_rms_uses_the_first_features_only():
     out = rms_variants.partial(x, torch.ones(16), p=0.25, eps=0.0)
     rms = x[:, :4].pow(2).mean(-1, keepdim=True).sqrt()
     assert torch.allclose(out, x / rms)
+    # the authors' rmsnorm_torch.py: partial_size = int(d * p) (floor: 10 * 0.25 -> 2), x / (rms + eps)
+    x, w = torch.randn(3, 10), torch.randn(10)
+    ref = x / (x[:, :2].norm(2, dim=-1, keepdim=True) * 2 ** -0.5 + 1e-8) * w
+    assert torch.allclose(rms_variants.partial(x, w, p=0.25), ref)
 
 
 def test_eps_outside_matches_the_reference_formula_and_differs_from_torch():
@@ -66,9 +81,22 @@ def test_bench_ratio_and_timing_bookkeeping():
     samples = bench.timeit(lambda: calls.append(1), warmup=2, repeats=4, inner=3)
     assert len(samples) == 4 and len(calls) == 2 + 4 * 3
     res = bench.run(shape=(4, 64), repeats=3)
+    assert set(res) <= set(bench.BYTES)                                  # every contender's bytes are stated
+    assert {"copy x.clone()", "F.layer_norm", "F.rms_norm", "normlab LayerNorm (readable)",
+            "normlab RMSNorm (readable)", "Add + LayerNorm (unfused)", "Add + RMSNorm (unfused)"} <= set(res)
     assert math.isclose(res["copy x.clone()"]["ratio_to_copy"], 1.0)
-    assert all(r["median_ms"] > 0 for r in res.values())
-    assert "contender" in str(bench.table(res))
+    assert all(r["median_ms"] > 0 and r["iqr_ms"] >= 0 for r in res.values())
+    text = str(bench.table(res))
+    assert "× copy" in text and "bytes/elem" in text and "F.rms_norm" in text
+
+
+def test_bench_ratio_is_time_over_the_copy_of_the_same_run(monkeypatch):
+    # contenders of known cost: a "copy" that sleeps 5 ms and one three times slower
+    monkeypatch.setattr(bench, "contenders", lambda x, r, compile_fused=False: {
+        "copy x.clone()": lambda: time.sleep(0.005), "slow": lambda: time.sleep(0.015)})
+    res = bench.run(shape=(2, 8), repeats=3, inner=1)
+    assert 2.0 < res["slow"]["ratio_to_copy"] < 4.0
+    assert res["copy x.clone()"]["median_ms"] >= 5.0
 
 
 def test_gpu_benchmark_is_optional_and_skips_with_a_clear_error():

@@ -95,6 +95,7 @@ MISTAKE_TEXT = {
     "centered": "RMSNorm 不减均值 (no mean subtraction)：y = x / sqrt(mean(x²)+ε) · γ",
     "rms_eps_outside": "ε 放在了根号外：PyTorch 和 LLaMA 都是 x / sqrt(mean(x²) + ε)",
     "rms_unbiased": "RMS 用的是平方和除以 n-1：应为 mean(x²)，即除以 n",
+    "eps_ignored": "构造时传入的 eps 没有被使用 (the eps argument is ignored)：用 self.eps，不要把 1e-5 写死",
 }
 
 
@@ -126,10 +127,13 @@ def ln_checks(impl, rms: bool = False) -> list[Finding]:
                 out.append(big)
     with step(out, "gradients"):
         _ln_gradients(impl, rms, eps, g, out)
-    for dt, scale in [(torch.float16, 300.0 if rms else 3.0), (torch.bfloat16, 3.0)]:
+    for dt, scale in [(torch.float16, 300.0), (torch.bfloat16, 3.0)]:   # |x|~300: x² > 65504 in float16
         id = f"half_{str(dt).replace('torch.', '')}"
         with step(out, id):
             _ln_half(impl, rms, eps, g, dt, scale, id, out)
+    with step(out, "option_eps"):   # a non-default eps, on inputs small enough for eps to matter
+        out.append(_ln_case(impl, rms, 0.1, g, "option_eps", (4, 8), (8,), scale=0.5, offset=0.0, default_eps=eps)
+                   or ok("option_eps", "eps=0.1 时也一致（用的是构造时传入的 eps）"))
     return out
 
 
@@ -165,8 +169,9 @@ def _ln_params(impl, rms, kind, eps, out):
 
 
 
-def _ln_case(impl, rms, eps, g, id, shape_in, shape_norm, scale=3.0, offset=1.0, tol=1e-4):
-    """Forward values against torch on one shape, with non-trivial gamma/beta; None when right."""
+def _ln_case(impl, rms, eps, g, id, shape_in, shape_norm, scale=3.0, offset=1.0, tol=1e-4, default_eps=None):
+    """Forward values against torch on one shape, with non-trivial gamma/beta; None when right.
+    default_eps: the module was built with a non-default eps; also try "it used the default"."""
     mod = guarded(impl, shape_norm if len(shape_norm) > 1 else shape_norm[0], eps=eps)
     wv = torch.randn(shape_norm, generator=g) + 1
     bv = torch.randn(shape_norm, generator=g)
@@ -183,6 +188,8 @@ def _ln_case(impl, rms, eps, g, id, shape_in, shape_norm, scale=3.0, offset=1.0,
         return fail(id, f"输出形状应为 {tuple(exp.shape)} (output shape)", x, exp, got)
     if close(got, exp, tol):
         return None
+    if not torch.isfinite(got).all():
+        return fail(id, "输出里有 NaN 或 inf (non-finite output)：检查除法的分母和 ε", x, exp, got)
     dims = tuple(range(-len(shape_norm), 0))
     xd = x.double()
     cands = _wrong_ln(xd, dims, wv.double(), bv.double(), eps) if not rms else {
@@ -190,6 +197,8 @@ def _ln_case(impl, rms, eps, g, id, shape_in, shape_norm, scale=3.0, offset=1.0,
         "rms_eps_outside": xd / (xd.pow(2).mean(dims, keepdim=True).sqrt() + eps) * wv.double(),
         "rms_unbiased": xd / torch.sqrt(xd.pow(2).sum(dims, keepdim=True) / (math.prod(shape_norm) - 1) + eps) * wv.double(),
     }
+    if default_eps is not None:
+        cands = {"eps_ignored": _ln_reference(xd, shape_norm, wv, bv, default_eps, rms), **cands}
     name = which(got, cands)
     msg = MISTAKE_TEXT[name] if name else f"输出与 torch 的 {'F.rms_norm' if rms else 'F.layer_norm'} 不一致 (values differ)"
     return fail(name or id, msg, x, exp, got)
@@ -234,7 +243,9 @@ def _ln_half(impl, rms, eps, g, dt, scale, id, out):
     if got.dtype != dt:
         out.append(fail(id, f"输入是 {dt}，输出 dtype 应与输入相同，实际 {got.dtype} (return the input dtype)", x))
     elif not torch.isfinite(got).all() or not close(got, exp, tol):
-        hint = "：x² 在 float16 下溢出 (300² > 65504)，先 x.float() 计算再转回 (upcast to float32)" if rms and dt == torch.float16 else ""
+        square = "x²" if rms else "(x−μ)²"
+        hint = (f"：|x|≈300 时 {square} 在 float16 下溢出 (300² > 65504)，先 x.float() 计算再转回输入的 dtype "
+                "(no float32 upcast)") if dt == torch.float16 and scale > 100 else ""
         out.append(fail(id, f"{dt} 输入的结果错误{hint}", x, exp, got))
     else:
         out.append(ok(id, f"{dt} 输入：dtype 保持、数值正确"))
@@ -290,6 +301,35 @@ def _bn_train_case(fresh, torch_bn, shape, C, g, out):
                            x, rv, rvg)
             break
     out.append(finding or ok(id, f"训练模式 {len(shape)}D：输出与 3 步滑动统计量都与 PyTorch 一致"))
+
+
+def _bn_options(impl, C, g, out):
+    """Non-default eps and momentum: both must be the ones passed to the constructor."""
+    eps, momentum = 1e-2, 0.3
+    mod = guarded(impl, C, eps=eps, momentum=momentum)
+    rm, rv = torch.zeros(C), torch.ones(C)
+    for _ in range(2):
+        x = torch.randn(16, C, generator=g) * 0.1 + 0.5       # small variance: eps = 1e-2 vs 1e-5 shows
+        rm0, rv0 = rm.clone(), rv.clone()
+        got = output_of(mod, x)
+        exp = F.batch_norm(x, rm, rv, None, None, training=True, momentum=momentum, eps=eps)
+        if not close(got, exp):
+            ignored = close(got, F.batch_norm(x, None, None, None, None, training=True, eps=1e-5))
+            out.append(fail("eps_ignored" if ignored else "options",
+                            MISTAKE_TEXT["eps_ignored"] if ignored else "BatchNorm(C, eps=1e-2, momentum=0.3) 的输出与 F.batch_norm 不一致",
+                            x, exp, got))
+            return
+        rmg, rvg = getattr(mod, "running_mean", None), getattr(mod, "running_var", None)
+        if not (isinstance(rmg, Tensor) and isinstance(rvg, Tensor) and close(rmg, rm) and close(rvg, rv)):
+            n = x.shape[0]
+            default = (0.9 * rm0 + 0.1 * x.mean(0), 0.9 * rv0 + 0.1 * x.var(0))   # momentum 0.1 written in
+            ignored = isinstance(rmg, Tensor) and close(rmg, default[0]) and close(rvg, default[1])
+            out.append(fail("momentum_ignored" if ignored else "options",
+                            "构造时传入的 momentum 没有被使用 (the momentum argument is ignored)：用 self.momentum，不要把 0.1 写死"
+                            if ignored else f"BatchNorm(C, momentum={momentum}) 的滑动统计量与 PyTorch 不一致 (n={n})",
+                            x, rv, rvg))
+            return
+    out.append(ok("options", "eps=1e-2、momentum=0.3 时输出与滑动统计量都与 PyTorch 一致"))
 
 
 def bn_checks(impl) -> list[Finding]:
@@ -378,7 +418,9 @@ def bn_checks(impl) -> list[Finding]:
     mod, _, _ = fresh()
     try:
         got = guarded(mod, torch.randn(1, C, generator=g))
-    except SubmissionError:
+    except SubmissionError as err:
+        if "time limit" in str(err):
+            raise
         out.append(ok("batch_of_one", "训练模式下 batch=1 报错（PyTorch 也报 ValueError）"))
     else:
         bad = isinstance(got, Tensor) and not torch.isfinite(got).all()
@@ -386,16 +428,24 @@ def bn_checks(impl) -> list[Finding]:
                         "'Expected more than 1 value per channel when training'") if bad else
                    ok("batch_of_one", "训练模式下 batch=1 没有返回 NaN（PyTorch 会直接报错，更好）"))
 
-    with step(out, "half_float16"):
-        # half precision
-        mod, _, _ = fresh()
-        if hasattr(mod, "to"):
-            mod = mod.to(torch.float16)
-        x = (torch.randn(8, C, generator=g) * 2).to(torch.float16)
-        got = output_of(mod, x)
-        exp = F.batch_norm(x.float(), None, None, mod.weight.detach().float(), mod.bias.detach().float(), True, 0.1, 1e-5)
-        out.append(ok("half_float16", "float16 输入：数值正确") if isinstance(got, Tensor) and torch.isfinite(got).all()
-                   and close(got.float(), exp, 1e-2) else fail("half_float16", "float16 输入的结果错误或非有限值", x, exp, got))
+    with step(out, "options"):
+        _bn_options(impl, C, g, out)
+    for dt, tol in [(torch.float16, 1e-2), (torch.bfloat16, 3e-2)]:
+        id = f"half_{str(dt).replace('torch.', '')}"
+        with step(out, id):
+            mod, _, _ = fresh()
+            if hasattr(mod, "to"):
+                mod = mod.to(dt)          # the whole layer in half precision, as model.half() does
+            x = (torch.randn(8, C, generator=g) * 2).to(dt)
+            got = output_of(mod, x)
+            exp = F.batch_norm(x.float(), None, None, mod.weight.detach().float(), mod.bias.detach().float(), True,
+                               0.1, 1e-5)
+            if got.dtype != dt:
+                out.append(fail(id, f"输入是 {dt}，输出 dtype 应与输入相同，实际 {got.dtype} (return the input dtype)", x))
+            elif torch.isfinite(got).all() and close(got.float(), exp, tol):
+                out.append(ok(id, f"{dt} 输入：dtype 保持、数值正确"))
+            else:
+                out.append(fail(id, f"{dt} 输入的结果错误或非有限值", x, exp, got))
     return out
 
 
@@ -541,7 +591,7 @@ def dyt_checks(impl) -> list[Finding]:
     with step(out, "params"):
         m = guarded(impl, 8, alpha_init=0.5)
         alpha, w, b = getattr(m, "alpha", None), getattr(m, "weight", None), getattr(m, "bias", None)
-        good = (isinstance(alpha, torch.nn.Parameter) and alpha.numel() == 1 and float(alpha) == 0.5
+        good = (isinstance(alpha, torch.nn.Parameter) and alpha.numel() == 1 and float(alpha.detach()) == 0.5
                 and isinstance(w, torch.nn.Parameter) and tuple(w.shape) == (8,) and torch.all(w == 1)
                 and isinstance(b, torch.nn.Parameter) and tuple(b.shape) == (8,) and torch.all(b == 0))
         out.append(ok("params", "alpha 是一个标量参数（初值 0.5），weight=1、bias=0，形状 (d,)") if good else
