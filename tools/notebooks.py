@@ -14,6 +14,7 @@ Run with the .venv's Python (run.py does). The sources stay the single truth; th
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -105,6 +106,9 @@ def execute(names: list[str], timeout: int = 600) -> int:
     out.mkdir(parents=True, exist_ok=True)
     figs.mkdir(parents=True, exist_ok=True)
     chosen = [s for s in sources() if not names or any(s.stem.startswith(n) for n in names)]
+    # The kernel inherits this environment: with MPLBACKEND=Agg (set for the test run) plt.show()
+    # would draw nothing into the notebook, and the book would lose every figure.
+    os.environ.pop("MPLBACKEND", None)
     failures = 0
     for src in chosen:
         nb = jupytext.read(src)
@@ -126,6 +130,9 @@ def execute(names: list[str], timeout: int = 600) -> int:
                 if "image/png" in data:
                     (figs / f"{src.stem}-cell{k}-{j}.png").write_bytes(base64.b64decode(data["image/png"]))
                     n += 1
+        draws = any("plt.show()" in c.source for c in nb.cells if c.cell_type == "code")
+        if status == "ok" and draws and n == 0:
+            status, failures = "FAILED: plt.show() drew no figure into the notebook", failures + 1
         print(f"[normlab] {src.stem}: {status} in {time.time() - t0:.1f} s, {n} figure(s) -> build/figures/")
     return failures
 
