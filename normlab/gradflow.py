@@ -51,10 +51,18 @@ class Curves:
 @lru_cache(maxsize=128)   # same settings, same curves: going back to a setting is instant
 def curves(depth: int = 24, wiring: str = "pre", norm: str = "layernorm", scaling: str = "none",
            width: int = 64, seed: int = 0) -> Curves:
-    """Build the stack with ``seed``, one forward + backward on a fixed N(0, 1) batch of 64 rows."""
-    stack = blocks.build_stack(depth, width, wiring, norm, scaling=scaling, seed=seed)
-    x = torch.randn(BATCH, width, generator=torch.Generator().manual_seed(seed + 1))
-    p = probes.probe(stack, x)
+    """Build the stack with ``seed``, one forward + backward on a fixed N(0, 1) batch of 64 rows.
+
+    Runs on one torch thread: the matrices are tiny, and on a machine whose cores are busy with
+    something else two threads made an update 3-10x slower (tools/bench_gradflow.py)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        stack = blocks.build_stack(depth, width, wiring, norm, scaling=scaling, seed=seed)
+        x = torch.randn(BATCH, width, generator=torch.Generator().manual_seed(seed + 1))
+        p = probes.probe(stack, x)
+    finally:
+        torch.set_num_threads(threads)
     return Curves(tuple(p.act_std), tuple(p.grad_norm), tuple(p.weight_grad_of("fc2.weight")), p.loss)
 
 
@@ -82,7 +90,7 @@ class GradFlow:
             ax.set_yscale("log")
             ax.yaxis.set_minor_formatter(NullFormatter())   # minor log labels: many texts, slow to draw
             ax.set_xlabel("层 layer i")
-            ax.set_title(title)
+            ax.set_title(title, y=1.0, pad=6)     # a fixed y: no search for a free spot on every draw
             ax.grid(True, alpha=0.3)
         kw = dict(lw=2.2, color="C0", marker="o", ms=3)
         ghost = dict(lw=1.2, color="0.6", ls="--")
@@ -190,8 +198,9 @@ def static_figure(depth: int = 48, width: int = 64,
         c = curves(depth, wiring, norm, scaling, width)
         label = f"{LABELS[wiring]} · {LABELS[norm]}" + ("" if scaling == "none" else f" · {LABELS[scaling]}")
         layers = range(1, depth + 1)
-        ax_a.plot(layers, c.act_std, color=f"C{k}", lw=2, label=label)
-        ax_g.plot(layers, c.grad_norm, color=f"C{k}", lw=2, label=label)
+        style = dict(color=f"C{k}", lw=2, ls=("-", "--", "-", "-", "-.", ":")[k % 6])   # coinciding curves stay visible
+        ax_a.plot(layers, c.act_std, label=label, **style)
+        ax_g.plot(layers, c.grad_norm, label=label, **style)
     for ax, title in ((ax_a, "激活的标准差 activation std"), (ax_g, "梯度范数 ||∂L/∂h_i||")):
         ax.set_yscale("log")
         ax.set_xlabel("层 layer i")

@@ -35,6 +35,10 @@ def test_source_powernorm_is_rms_with_eps_outside_for_p2():
     x = torch.randn(4, 8)
     y = beyond.PowerNormSourceC(8, p=2.0, eps=1e-6)(x)
     assert torch.allclose(y, x / (x.pow(2).mean(-1, keepdim=True).sqrt() + 1e-6))
+    rows = x.tolist()                                                  # p = 3, one token at a time in plain Python
+    pmean = [(sum(abs(v) ** 3 for v in r) / 8) ** (1 / 3) + 1e-6 for r in rows]
+    expected = torch.tensor([[v / m for v in r] for r, m in zip(rows, pmean)])
+    torch.testing.assert_close(beyond.PowerNormSourceC(8, p=3.0, eps=1e-6)(x).detach(), expected, atol=1e-5, rtol=1e-5)
 
 
 def test_qk_attention_without_norm_equals_the_original_and_with_norm_is_bounded():
@@ -68,3 +72,59 @@ def test_fit_tanh_recovers_a_tanh_and_prefers_it_over_nothing():
     a, b, r2 = beyond.fit_tanh(x, 2.0 * torch.tanh(0.8 * x), steps=600)
     assert r2 > 0.99 and abs(a - 2.0) < 0.1 and abs(b - 0.8) < 0.1
     assert beyond.fit_tanh(x, torch.randn(400))[2] < 0.1
+
+
+def _heads(t, h):
+    b, s, w = t.shape
+    return t.view(b, s, h, w // h).transpose(1, 2)
+
+
+def test_qk_norm_attention_matches_its_definition():
+    # q, k RMS-normalised per head (eps 1e-6, gains g_q, g_k), then softmax(q k^T / sqrt(d)) v,
+    # written here with F.linear and torch's own scaled_dot_product_attention
+    torch.manual_seed(0)
+    w, h = 32, 4
+    d = w // h
+    x = torch.randn(2, 6, w)
+    rms = lambda t, g: t / torch.sqrt(t.pow(2).mean(-1, keepdim=True) + 1e-6) * g
+    for causal in (False, True):
+        att = beyond.QKNormAttention(w, h, causal=causal, qk_norm=True)
+        with torch.no_grad():
+            att.q_norm.weight.copy_(torch.rand(d) + 0.5)
+            att.k_norm.weight.copy_(torch.rand(d) + 0.5)
+        q = rms(_heads(F.linear(x, att.q_proj.weight, att.q_proj.bias), h), att.q_norm.weight)
+        k = rms(_heads(F.linear(x, att.k_proj.weight, att.k_proj.bias), h), att.k_norm.weight)
+        v = _heads(F.linear(x, att.v_proj.weight, att.v_proj.bias), h)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        expected = F.linear(y.transpose(1, 2).reshape(2, 6, w), att.out_proj.weight, att.out_proj.bias)
+        torch.testing.assert_close(att(x), expected, atol=1e-5, rtol=1e-5)
+        logits = (q @ k.transpose(-1, -2) / math.sqrt(d))
+        if causal:
+            logits = logits.tril()                                    # the masked entries do not count
+        assert math.isclose(att.last_max_logit, logits.abs().max().item(), rel_tol=1e-5)
+
+
+def test_dyt_with_learned_affine_and_alpha():
+    torch.manual_seed(0)
+    d = beyond.DyT(8, alpha_init=0.7)
+    with torch.no_grad():
+        d.weight.copy_(torch.randn(8))
+        d.bias.copy_(torch.randn(8))
+    x = torch.randn(5, 8) * 4
+    expected = torch.stack([torch.tensor([math.tanh(0.7 * v) for v in row]) for row in x.tolist()]) * d.weight + d.bias
+    torch.testing.assert_close(d(x), expected.detach(), atol=1e-6, rtol=1e-5)
+    assert sum(p.numel() for p in d.parameters()) == 1 + 8 + 8          # one alpha, per-channel gamma and beta
+
+
+def test_powernorm_shen_mask_and_eval():
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 3) * 2
+    mask = torch.tensor([[True] * 5, [True, True, False, False, False]])
+    pn = beyond.PowerNormShen(3, alpha=0.8, warmup_steps=1)
+    real = x[mask]                                                    # (7, 3): the real tokens only
+    quad = (real ** 2).mean(0)
+    torch.testing.assert_close(pn(x, mask=mask), x / torch.sqrt(quad + 1e-5))
+    torch.testing.assert_close(pn.running_phi, 0.8 + 0.2 * quad)
+    pn.eval()                                                         # inference: the running statistic
+    torch.testing.assert_close(pn(x), x / torch.sqrt(0.8 + 0.2 * quad + 1e-5))
+    assert pn.steps == 1                                              # eval does not count as a step
