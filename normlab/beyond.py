@@ -26,19 +26,51 @@ class ScaleNorm(nn.Module):
         return self.g * x / x.norm(dim=-1, keepdim=True).clamp(min=self.eps)
 
 
-class PowerNormShen(nn.Module):
-    """PowerNorm as in Shen et al. 2020 (arXiv 2003.07845), forward pass: a BatchNorm-family
-    norm for (B, S, C) inputs that (i) does not subtract a mean, (ii) divides by the quadratic
-    mean psi^2 = mean over (B, S) of x^2 per channel, kept as a running average that is also
-    used in training (alpha = running decay), with gamma, beta per channel. ``mask`` marks real
-    tokens (True) so padding can be excluded. (The paper's approximate backward is not modelled.)"""
+class _ShenApproxScale(torch.autograd.Function):
+    """z = x / sqrt(use + eps) forward; backward as in the authors' code (sIncerass/powernorm,
+    fairseq/modules/norms/mask_powernorm.py, PowerFunction):
 
-    def __init__(self, channels: int, alpha: float = 0.9, eps: float = 1e-5, warmup_steps: int = 0) -> None:
+        g~ = g - (1 - alpha_bkw) * nu * z           # nu: running estimate of mean(g * z)
+        nu <- nu + mean over (B, S) of (g~ * z)     # updated in place, per channel
+        dL/dx = g~ / sqrt(psi_B^2 + eps)            # psi_B^2: this batch's quadratic mean
+
+    The exact gradient of x / sqrt(psi_B^2(x) + eps) is (g - mean(g * z) * z) / sqrt(psi_B^2 + eps):
+    the approximation replaces this batch's mean(g * z) by a running estimate."""
+
+    @staticmethod
+    def forward(ctx, x, use, quad, nu, alpha_bkw: float, eps: float):
+        z = x / torch.sqrt(use + eps)
+        ctx.save_for_backward(z, quad, nu)
+        ctx.alpha_bkw, ctx.eps = alpha_bkw, eps
+        return z
+
+    @staticmethod
+    def backward(ctx, g):
+        z, quad, nu = ctx.saved_tensors
+        g_tilde = g - (1 - ctx.alpha_bkw) * nu * z
+        nu.add_((g_tilde * z).mean(tuple(range(z.dim() - 1))))
+        return g_tilde / torch.sqrt(quad + ctx.eps), None, None, None, None, None
+
+
+class PowerNormShen(nn.Module):
+    """PowerNorm as in Shen et al. 2020 (arXiv 2003.07845): a BatchNorm-family norm for (B, S, C)
+    inputs that (i) does not subtract a mean, (ii) divides by the quadratic mean psi^2 = mean over
+    (B, S) of x^2 per channel, kept as a running average that is also used in training (after
+    ``warmup_steps`` steps on the batch statistic; alpha = running decay), with gamma, beta per
+    channel, and (iii) back-propagates with the authors' approximate gradient
+    (``approx_backward``, see _ShenApproxScale; buffer ``running_gz`` = their ``ema_gz``).
+    ``mask`` marks real tokens (True) so padding is left out of psi^2. (The authors' code also
+    divides each token by its own RMS first, ``GroupScaling1D``; not modelled here.)"""
+
+    def __init__(self, channels: int, alpha: float = 0.9, eps: float = 1e-5, warmup_steps: int = 0,
+                 alpha_bkw: float = 0.9, approx_backward: bool = True) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.ones(channels))
         self.bias = nn.Parameter(torch.zeros(channels))
         self.register_buffer("running_phi", torch.ones(channels))
+        self.register_buffer("running_gz", torch.zeros(channels))
         self.alpha, self.eps, self.warmup_steps = alpha, eps, warmup_steps
+        self.alpha_bkw, self.approx_backward = alpha_bkw, approx_backward
         self.steps = 0
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
@@ -49,6 +81,9 @@ class PowerNormShen(nn.Module):
             with torch.no_grad():
                 self.running_phi.mul_(self.alpha).add_((1 - self.alpha) * quad.detach())
             self.steps += 1
+            if self.approx_backward and x.requires_grad:
+                z = _ShenApproxScale.apply(x, use.detach(), quad.detach(), self.running_gz, self.alpha_bkw, self.eps)
+                return z * self.weight + self.bias
         else:
             use = self.running_phi
         return x / torch.sqrt(use + self.eps) * self.weight + self.bias

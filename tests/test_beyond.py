@@ -128,3 +128,36 @@ def test_powernorm_shen_mask_and_eval():
     pn.eval()                                                         # inference: the running statistic
     torch.testing.assert_close(pn(x), x / torch.sqrt(0.8 + 0.2 * quad + 1e-5))
     assert pn.steps == 1                                              # eval does not count as a step
+
+
+def test_powernorm_shen_approximate_backward_against_autograd():
+    """With alpha_bkw = 0 and the running estimate set to this batch's mean(g * z), the authors'
+    approximate gradient equals autograd's exact gradient of x / sqrt(psi_B^2(x) + eps)."""
+    torch.manual_seed(0)
+    x = (torch.randn(3, 4, 5) * 2 + 1).double().requires_grad_()
+    g = torch.randn(3, 4, 5, dtype=torch.double)
+    exact_x = x.detach().clone().requires_grad_()
+    z = exact_x / torch.sqrt(exact_x.pow(2).mean((0, 1)) + 1e-5)          # batch statistic, in the graph
+    (exact,) = torch.autograd.grad(z, exact_x, g)
+    pn = beyond.PowerNormShen(5, warmup_steps=1, alpha_bkw=0.0).double()
+    pn.running_gz.copy_((g * z.detach()).mean((0, 1)))
+    (approx,) = torch.autograd.grad(pn(x), x, g)
+    torch.testing.assert_close(approx, exact)
+
+
+def test_powernorm_shen_running_gz_update_and_scale():
+    torch.manual_seed(1)
+    x = torch.randn(2, 6, 4, requires_grad=True)
+    g = torch.randn(2, 6, 4)
+    pn = beyond.PowerNormShen(4, warmup_steps=0, alpha_bkw=0.9)           # uses running_phi = 1 from step 1
+    pn.running_gz.fill_(0.3)
+    y = pn(x)
+    quad = x.detach().pow(2).mean((0, 1))
+    z = x.detach() / (1 + 1e-5) ** 0.5
+    (gx,) = torch.autograd.grad(y, x, g)
+    g_tilde = g - 0.1 * 0.3 * z                                            # (1 - alpha_bkw) * nu * z
+    torch.testing.assert_close(gx, g_tilde / torch.sqrt(quad + 1e-5))
+    torch.testing.assert_close(pn.running_gz, 0.3 + (g_tilde * z).mean((0, 1)))
+    plain = beyond.PowerNormShen(4, approx_backward=False)
+    (g_plain,) = torch.autograd.grad(plain(x), x, g)                     # running statistic as a constant
+    torch.testing.assert_close(g_plain, g / (1 + 1e-5) ** 0.5)
