@@ -330,7 +330,8 @@ def layerscale_drift(init: float, depth: int = 24, width: int = 32) -> float:
 
 def demo_c1() -> Demo:
     rows, values = [], {}
-    for init, who in ((0.1, "[C] 示例代码"), (1e-5, "CaiT, 深度 24 (deit cait_models.py)"), (1e-6, "CaiT S36")):
+    for init, who in ((0.1, "[C] 示例代码（CaiT 只在深度 ≤ 18 时用 0.1）"), (1e-5, "CaiT, 深度 24 (deit cait_models.py)"),
+                      (1e-6, "CaiT, 更深 (S36)")):
         d = layerscale_drift(init)
         rows.append([f"{init:g}", who, f"{d:.3g}"])
         values[f"drift_{init:g}"] = d
@@ -646,10 +647,10 @@ def demo_d4() -> Demo:
                 rows, {"fold_diff": diff})
 
 
-def preln_stream_growth(depth: int, width: int = 32, seed: int = 0) -> float:
-    """||x_L||^2 / ||x_0||^2 of a Pre-LN MLP stack at init (no final norm)."""
+def preln_stream_growth(depth: int, width: int = 32, seed: int = 0, final_norm: bool = False) -> float:
+    """||x_L||^2 / ||x_0||^2 of a Pre-LN MLP stack at init, without (default) or with the final norm."""
     from .blocks import build_stack
-    stack = build_stack(depth, width=width, wiring="pre", sublayer="mlp", final_norm=False, seed=seed)
+    stack = build_stack(depth, width=width, wiring="pre", sublayer="mlp", final_norm=final_norm, seed=seed)
     x = torch.randn(64, width, generator=_gen(seed))
     with torch.no_grad():
         return (stack(x).pow(2).sum() / x.pow(2).sum()).item()
@@ -658,10 +659,12 @@ def preln_stream_growth(depth: int, width: int = 32, seed: int = 0) -> float:
 def demo_d5() -> Demo:
     depths = (6, 24, 96)
     growth = [preln_stream_growth(L) for L in depths]
-    rows = [[L, f"{gr:.1f}", "1（最终 LN 把它拉回单位尺度）"] for L, gr in zip(depths, growth)]
+    with_ln = [preln_stream_growth(L, final_norm=True) for L in depths]
+    rows = [[L, f"{gr:.1f}", f"{fl:.2f}"] for L, gr, fl in zip(depths, growth, with_ln)]
     return Demo("[D] 的 Pre-Norm 流程图少了最后一个 LayerNorm：主干 ‖x_L‖²/‖x_0‖² 随层数增长",
                 ["层数 L", "无最终 LN", "有最终 LN (GPT-2 的 ln_f)"], rows,
-                {f"growth_{L}": gr for L, gr in zip(depths, growth)})
+                {**{f"growth_{L}": gr for L, gr in zip(depths, growth)},
+                 **{f"final_ln_{L}": fl for L, fl in zip(depths, with_ln)}})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -849,8 +852,8 @@ ERRATA: list[Erratum] = [
        "nn.Parameter；PyTorch 与通常写法是 (x−μ)/√(σ²+ε)（torch/nn/modules/normalization.py），小方差输入时两者差别很大。",
        "03_layernorm", "5.2 ε 放在根号里面还是外面？", demo_a3),
     _e("A4", "A", "§2.4", "代码 code",
-       "RMSNorm 先上转 float32 计算、转回输入类型，再乘 float32 的 weight。",
-       "最后的乘法把结果又提升成 float32，输出类型与输入不同；nn.RMSNorm 对 bfloat16 输入返回 bfloat16。",
+       "RMSNorm 先上转 float32 计算、转回输入类型，再乘 weight；weight 保持 float32 而输入是半精度时（混合精度的常见情形），输出类型就变了。",
+       "最后的乘法把结果又提升成 float32，输出类型与输入不同；nn.RMSNorm 对 bfloat16 输入返回 bfloat16。HF/Meta 的 LLaMA 代码（[B] 的 LlamaRMSNorm 也是）同样先转回再乘 weight：整个模型都是半精度、weight 也是半精度时没有差别，所以这是 weight 为 float32 时才出现的不一致，不是 LLaMA 写错。",
        "04_rmsnorm", "4. 精度：float16 必须先转 float32", demo_a4),
     _e("A5", "A", "§2.5.1", "代码 code",
        "DeepNorm 代码在每次前向时把子层的输入乘以 β：LN(α·x + G(β·x))。",
@@ -869,8 +872,8 @@ ERRATA: list[Erratum] = [
        "RMSNorm 去掉的是减均值和偏移 β；缩放 γ (weight) 仍在（Zhang & Sennrich 2019 式 (4)；nn.RMSNorm）。[B] 自己的代码里也有 weight。",
        "04_rmsnorm", "1. 从零写 RMSNorm", demo_b2),
     _e("C1", "C", "残差缩放与初始化 · 2. LayerScale", "出处 attribution",
-       "LayerScale 由 \"MetaNet\" 提出；示例初值 0.1。",
-       "LayerScale 来自 Touvron et al. 2021 CaiT《Going deeper with Image Transformers》§3；官方代码初值 1e-5（深度 24）/1e-6（S36），比 0.1 小四五个数量级。",
+       "LayerScale 由 \"MetaNet\" 提出；示例初值 0.1，不论深度。",
+       "LayerScale 来自 Touvron et al. 2021 CaiT《Going deeper with Image Transformers》§3。初值随深度变：0.1 只用到深度 18，深度 24 用 1e-5，更深用 1e-6（论文 §3；官方代码 cait_models.py 里 24 层的模型用 1e-5、36 层及以上用 1e-6）；24 个块时 0.1 比论文的值大四个数量级。",
        "01_residuals", "4. 残差缩放：初始化时它们各做了什么", demo_c1),
     _e("C2", "C", "残差缩放与初始化 · 1. ReZero", "代码 code",
        "ReZero 块保留了两个 LayerNorm（Pre-LN）再乘零初始化的门。",

@@ -2,13 +2,43 @@
 
 from __future__ import annotations
 
+import json
 import re
+import sys
 import urllib.request
 from pathlib import Path
 from urllib.parse import urljoin, urlparse
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.md"))
+sys.path.insert(0, str(ROOT / "tools"))
+import book  # noqa: E402  (tools/book.py)
+
+
+def source_of(page_name: str) -> str:
+    """The markdown source a book page was built from."""
+    path = ROOT / "book" / "intro.md" if page_name == "intro" else ROOT / "notebooks" / f"{page_name}.md"
+    return path.read_text(encoding="utf-8")
+
+
+def math_in(text: str) -> int:
+    """Formulas ($...$, $$) in the prose of a source, outside code fences and inline code."""
+    prose, fenced = [], False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            prose.append(re.sub(r"`[^`]*`", "", line))
+    return len(re.findall(r"\$\$|\$[^$\s][^$\n]*\$", "\n".join(prose)))
+
+
+def figures_in(text: str) -> int:
+    """Figures a source draws with a top-level plt.show(): each must reach its page as an image.
+    (An indented one is inside a function, e.g. an interact callback: its figure lives in a widget.)"""
+    return len(re.findall(r"^plt\.show\(\)", text, flags=re.M))
+
 
 # Draws two characters on a canvas in the page's own font: a missing glyph draws the same
 # box for both, real glyphs differ. Returns true when Chinese text really renders.
@@ -22,11 +52,13 @@ GLYPH_CHECK = """() => {
 }"""
 
 
-# Formulas MathJax left as raw $...$ in the prose (code blocks may contain $ legitimately).
-RAW_TEX = r"""() => { const c = document.querySelector('.slides').cloneNode(true);
-  c.querySelectorAll('pre, code, .jp-InputArea, .jp-OutputArea').forEach(e => e.remove());
+# Formulas MathJax left as raw TeX ($...$, \(...\), \[...\]) in the prose of the page's main
+# container (code and outputs may contain $ legitimately).
+RAW_TEX = r"""(sel) => { const c = document.querySelector(sel).cloneNode(true);
+  c.querySelectorAll('pre, code, .jp-InputArea, .jp-OutputArea, .cell_input, .cell_output, mjx-container, script')
+    .forEach(e => e.remove());
   document.body.appendChild(c); const t = c.innerText; c.remove();
-  return (t.match(/\$[^$\s][^$]*\$/g) || []).length; }"""
+  return (t.match(/\$[^$\s][^$]*\$|\\\(|\\\[/g) || []).length; }"""
 
 
 def open_clean(browser, url: str):
@@ -52,12 +84,20 @@ def test_every_page_is_clean_with_math_images_and_links(browser, book_url, artif
         page, problems = open_clean(browser, url)
         page.wait_for_function("() => !window.MathJax || !MathJax.startup || MathJax.startup.promise", timeout=10000)
         page.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
+        name = urlparse(url).path.rsplit("/", 1)[-1].removesuffix(".html")
+        src = source_of(name)
         math_src = page.locator(".math").count()
         rendered = page.locator("mjx-container").count()
         assert rendered >= math_src, f"{url}: {math_src} formulas, {rendered} rendered by MathJax"
+        if math_in(src):  # a page whose source has formulas shows them typeset, none left as raw TeX
+            assert rendered >= 1, f"{url}: the source has {math_in(src)} formulas, the page renders none"
+        raw_tex = page.evaluate(RAW_TEX, "article")
+        assert raw_tex == 0, f"{url}: {raw_tex} formulas left as raw TeX"
         seen_math += rendered
         broken_imgs = page.evaluate("() => Array.from(document.images).filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src.slice(0, 80))")
         assert not broken_imgs, f"{url}: images not loaded: {broken_imgs}"
+        figures = page.locator("article img").count()
+        assert figures >= figures_in(src), f"{url}: {figures_in(src)} plt.show() in the source, {figures} images"
         hrefs = page.evaluate("() => Array.from(document.querySelectorAll('a[href]')).map(a => a.getAttribute('href'))")
         for href in hrefs:
             target = urljoin(url, href)
@@ -66,8 +106,8 @@ def test_every_page_is_clean_with_math_images_and_links(browser, book_url, artif
             with urllib.request.urlopen(target.split("#")[0]) as resp:
                 assert resp.status == 200, f"{url}: broken link {href}"
         assert page.evaluate(GLYPH_CHECK), f"{url}: Chinese text renders as boxes"
-        name = urlparse(url).path.strip("/").replace("/", "_")
-        page.screenshot(path=str(artifacts / f"book_{name}.png"))
+        shot = urlparse(url).path.strip("/").replace("/", "_")
+        page.screenshot(path=str(artifacts / f"book_{shot}.png"))
         page.close()
         assert not problems, f"{url}: {problems}"
     assert seen_math >= 2  # the intro page: an inline epsilon and the aligned block of three norms
@@ -98,8 +138,12 @@ def test_widgets_degrade_to_a_static_note(browser, book_url):
 
 
 def test_speaker_notes_from_the_sources_reach_the_slides(slides_url):
-    html = (ROOT / "build" / "slides" / "00_course_map.slides.html").read_text()
-    assert '<aside class="notes">' in html and "讲课提示" in html
+    with_notes = [n for n in NOTEBOOKS if '"slide_type": "notes"' in (ROOT / "notebooks" / f"{n}.md").read_text()]
+    assert "00_course_map" in with_notes and "09_companion" in with_notes
+    for name in with_notes:
+        src = (ROOT / "notebooks" / f"{name}.md").read_text()
+        html = (ROOT / "build" / "slides" / f"{name}.slides.html").read_text()
+        assert html.count('<aside class="notes">') == src.count('"slide_type": "notes"'), name
 
 
 def test_slides_open_offline_and_advance(browser, slides_url, artifacts):
@@ -115,8 +159,65 @@ def test_slides_open_offline_and_advance(browser, slides_url, artifacts):
         assert page.evaluate(GLYPH_CHECK), f"{name}: Chinese text renders as boxes"
         page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=15000)
         page.evaluate("() => MathJax.startup.promise")
-        raw_tex = page.evaluate(RAW_TEX)
+        raw_tex = page.evaluate(RAW_TEX, ".slides")
         assert raw_tex == 0, f"{name}: {raw_tex} formulas left as raw $...$ text"
+        src = (ROOT / "notebooks" / f"{name}.md").read_text(encoding="utf-8")
+        if math_in(src):
+            assert page.locator(".slides mjx-container").count() >= 1, f"{name}: no formula typeset"
+        images = page.evaluate("() => Array.from(document.querySelectorAll('.slides img')).map(i => i.naturalWidth)")
+        assert len(images) >= figures_in(src) and all(images), f"{name}: figures {images}, {figures_in(src)} expected"
         page.screenshot(path=str(artifacts / f"slides_{name}.png"))
         page.close()
         assert not problems, f"{name}: {problems}"
+
+
+# --- the build fails loudly ------------------------------------------------------------------
+
+def test_book_build_fails_on_a_broken_internal_link(tmp_path, capfd):
+    """The same Sphinx settings as the book (tools/book.py: -W -n) on a two-page book whose intro
+    links to a page that does not exist: the build must fail and name the link. (The book_url
+    fixture is the control: the real book builds with the same settings.)"""
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "_static").mkdir()
+    (tmp_path / "_extra").mkdir()
+    for name in ("_config.yml", "favicon.png"):
+        (tmp_path / name).write_bytes((ROOT / "book" / name).read_bytes())
+    (tmp_path / "_static" / "normlab.js").write_text("")
+    (tmp_path / "intro.md").write_text("# 首页\n\n[第一课](notebooks/a) · [不存在的页](notebooks/missing)\n")
+    (tmp_path / "notebooks" / "a.md").write_text("# 第一课\n\n正文。\n")
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: notebooks/a\n")
+    book.write_sphinx_conf(tmp_path)
+    assert book.sphinx_build(tmp_path, tmp_path / "html") != 0
+    assert "notebooks/missing" in capfd.readouterr().err
+
+
+def test_book_build_fails_when_a_notebook_cell_raises(tmp_path):
+    """A notebook whose cell raises stops the book (and the slides) with the notebook's name."""
+    header = (ROOT / "notebooks" / "00_course_map.md").read_text(encoding="utf-8").split("---", 2)[1]
+    src = tmp_path / "99_broken.md"
+    src.write_text(f"---{header}---\n\n# 坏掉的 notebook\n\n```{{code-cell}} ipython3\nraise RuntimeError('boom')\n```\n",
+                   encoding="utf-8")
+    try:
+        with pytest.raises(SystemExit, match="99_broken"):
+            book.execute_all(jobs=1, srcs=[src])
+    finally:
+        (book.EXECUTED / "99_broken.ipynb").unlink(missing_ok=True)
+
+
+def test_executed_notebooks_keep_their_figures_under_any_mplbackend(tmp_path, monkeypatch):
+    """run.py test sets MPLBACKEND=Agg for pytest; the kernels that execute the book must still
+    draw plt.show() figures as PNG outputs, or the book and the slides lose every figure."""
+    header = (ROOT / "notebooks" / "00_course_map.md").read_text(encoding="utf-8").split("---", 2)[1]
+    src = tmp_path / "99_figure.md"
+    src.write_text(f"---{header}---\n\n# 图\n\n```{{code-cell}} ipython3\nimport matplotlib.pyplot as plt\n"
+                   "plt.plot([0, 1]); plt.show()\n```\n", encoding="utf-8")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    out = book.EXECUTED / "99_figure.ipynb"
+    try:
+        book.execute_all(jobs=1, srcs=[src])
+        outputs = [o for c in json.loads(out.read_text())["cells"] for o in c.get("outputs", [])]
+        assert any("image/png" in o.get("data", {}) for o in outputs), outputs
+    finally:
+        out.unlink(missing_ok=True)
+        for png in book.ROOT.joinpath("build", "figures").glob("99_figure-cell*.png"):
+            png.unlink()

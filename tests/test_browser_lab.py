@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import pytest
@@ -13,10 +12,12 @@ ROOT = Path(__file__).resolve().parent.parent
 # The notebooks whose widgets the course leans on: the axes explorer and the gradient-flow lab.
 WIDGET_NOTEBOOKS = ["03_layernorm", "01_residuals"]
 
-# A fingerprint of everything the widgets drew: images, text outputs and widget readouts.
-OUTPUT_FINGERPRINT = """() => Array.from(document.querySelectorAll(
-  '.jp-OutputArea-output img, .widget-output, .widget-html-content, .widget-readout'))
-  .map(e => e.src || e.textContent).join('|')"""
+# A fingerprint of what the kernel drew in the output area that holds the control: its images
+# (an ipywidgets Image gets a new blob URL only when the kernel sends new PNG bytes) and its HTML
+# panels. Slider readouts are left out on purpose: the browser updates them by itself, so they
+# change even when the kernel never answers.
+OUTPUT_FINGERPRINT = """(area) => Array.from(area.querySelectorAll('img, .widget-html-content'))
+  .map(e => e.tagName === 'IMG' ? e.src + '#' + e.naturalWidth : e.textContent).join('|')"""
 
 
 def run_all(page, lab, name: str) -> None:
@@ -67,18 +68,27 @@ def test_widget_responds_to_a_control(browser, lab, artifacts, name):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     run_all(page, lab, name)
     assert not errors_in(page), errors_in(page)
-    handle = page.locator(".widget-slider .noUi-handle").first
+    area = page.locator(".jp-OutputArea-output:has(.widget-slider)").first  # the widget's own output
+    handle = area.locator(".widget-slider .noUi-handle").first
     handle.wait_for(timeout=30000)
     handle.scroll_into_view_if_needed()
     page.wait_for_timeout(500)
-    before = page.evaluate(OUTPUT_FINGERPRINT)
+    assert area.locator("img").count() >= 1, f"{name}: the widget shows no figure"
+    before = area.evaluate(OUTPUT_FINGERPRINT)
+    readout_before = area.locator(".widget-readout").first.inner_text()
     page.screenshot(path=str(artifacts / f"lab_{name}_before.png"))
     handle.focus()
     for _ in range(3):  # noUiSlider moves one step per arrow key
         page.keyboard.press("ArrowRight")
         page.wait_for_timeout(150)
-    page.wait_for_function(f"""(before) => ({OUTPUT_FINGERPRINT})() !== before""", arg=before, timeout=15000)
+    assert area.locator(".widget-readout").first.inner_text() != readout_before, f"{name}: the control did not move"
+    page.wait_for_function(f"""([area, before]) => ({OUTPUT_FINGERPRINT})(area) !== before""",
+                           arg=[area.element_handle(), before], timeout=30000)
+    page.wait_for_selector(".jp-StatusBar-TextItem:has-text('| Idle')", timeout=60000)  # every update drawn
+    page.wait_for_timeout(300)
     page.screenshot(path=str(artifacts / f"lab_{name}_after.png"))
-    after = page.evaluate(OUTPUT_FINGERPRINT)
-    assert hashlib.sha1(after.encode()).digest() != hashlib.sha1(before.encode()).digest()
+    after = area.evaluate(OUTPUT_FINGERPRINT)
+    assert after != before, f"{name}: the figure did not change"
+    assert area.evaluate("a => Array.from(a.querySelectorAll('img')).every(i => i.complete && i.naturalWidth > 0)")
+    assert not errors_in(page), errors_in(page)
     page.close()

@@ -56,7 +56,7 @@ def test_every_erratum_is_listed_under_its_document():
     listed = {(r.doc, e) for r in concordance.ROWS for e in r.errata}
     for e in errata.ERRATA:
         docs_listing = {d for d, eid in listed if eid == e.id}
-        assert docs_listing, f"{e.id} is not in the concordance"
+        assert e.doc in docs_listing, f"{e.id} is not in [{e.doc}]'s concordance table"
     assert all(eid in {e.id for e in errata.ERRATA} for _, eid in listed)
 
 

@@ -7,6 +7,7 @@ value computed by hand here.
 from __future__ import annotations
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -68,12 +69,15 @@ def test_a3_eps_outside_differs_from_torch_only_for_small_inputs():
     assert not hasattr(nn, "Parmaeter")
 
 
-def test_a4_dtype_differs_from_nn_rmsnorm():
+def test_a4_dtype_differs_from_nn_rmsnorm_only_with_a_float32_weight():
     x = torch.randn(2, 8).to(torch.bfloat16)
-    w = torch.ones(8)
-    assert errata.rms_norm_upcast_then_weight(x, w).dtype == torch.float32
-    with torch.no_grad():
-        assert nn.RMSNorm(8, eps=1e-6).to(torch.bfloat16)(x).dtype == torch.bfloat16
+    ref = nn.RMSNorm(8, eps=1e-6)                                # float32 weight, as in the demo
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")                          # torch warns (once) about the mixed dtypes
+        assert ref(x).dtype == torch.bfloat16
+    assert errata.rms_norm_upcast_then_weight(x, ref.weight.detach()).dtype == torch.float32
+    # a model cast to bfloat16 as a whole (weight bfloat16 too): same dtype, LLaMA's order is fine
+    assert errata.rms_norm_upcast_then_weight(x, ref.weight.detach().bfloat16()).dtype == torch.bfloat16
 
 
 def test_a5_runtime_beta_ratios_match_hand_computation():
@@ -118,6 +122,9 @@ def test_c1_layerscale_drift_scales_with_init():
     small, tiny = errata.layerscale_drift(1e-5), errata.layerscale_drift(1e-6)
     assert small / tiny == pytest.approx(10, rel=0.01)            # linear in the init when small
     assert errata.layerscale_drift(0.1) > 1e3 * small
+    # CaiT §3 uses 0.1 up to depth 18, 1e-5 at depth 24, 1e-6 deeper: the erratum must say so
+    right = errata.get("C1").right
+    assert "0.1" in right and "18" in right and "1e-5" in right and "1e-6" in right
 
 
 def test_c3_runtime_multiplier_shrinks_adam_step():
@@ -207,8 +214,13 @@ def test_d4_folded_batchnorm_matches_torch():
         assert torch.allclose(errata.fold_batchnorm(lin, bn)(x), bn(lin(x)), atol=1e-5)
 
 
-def test_d5_preln_stream_grows():
+def test_d5_preln_stream_grows_and_the_final_norm_resets_it():
     assert errata.preln_stream_growth(24) > 2 * errata.preln_stream_growth(6)
+    x = torch.randn(64, 32)                                      # hand: LN(.) rows have mean 0, var 1
+    y = F.layer_norm(x * 7 + 3, (32,))
+    assert (y.pow(2).sum() / 64 / 32).item() == pytest.approx(1.0, abs=1e-4)
+    v = errata.demo("D5").values                                 # so ||LN(x_L)||^2/||x_0||^2 = 32/||x_0||^2 per row
+    assert v["final_ln_6"] == pytest.approx(v["final_ln_96"], rel=1e-3) and 0.8 < v["final_ln_96"] < 1.2
 
 
 # --- [E] -------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import re
 import shutil
 import subprocess
@@ -37,27 +38,49 @@ WIDGET_NOTE = ('<div class="normlab-widget-note">交互控件 (widget)：在 Jup
                '即可拖动操作（<code>python3 run.py course</code>）；网页版请看同一节的静态图。</div>')
 
 
+# The kernels that execute the notebooks must draw figures as PNG outputs. A caller's MPLBACKEND
+# (run.py test sets Agg for pytest) would reach the kernels and make plt.show() draw nothing, so the
+# book and the slides would have no figures: the executors always get the inline backend.
+KERNEL_BACKEND = "module://matplotlib_inline.backend_inline"
+EXEC_VERSION = "inline-figures-1"   # part of the hash: executions made under another setup are redone
+
+
 def source_hash(src: Path) -> str:
     """Hash of the notebook source and all of normlab: an unchanged hash needs no re-execution."""
-    h = hashlib.sha256(src.read_bytes())
+    h = hashlib.sha256(src.read_bytes() + EXEC_VERSION.encode())
     for f in sorted((ROOT / "normlab").rglob("*.py")):
         h.update(f.read_bytes())
     return h.hexdigest()
 
 
-def execute_all(jobs: int = 2) -> list[Path]:
-    """Execute every course notebook that changed, `jobs` at a time; fail loudly on an error."""
+# One notebook in a fresh process, through tools/notebooks.py's execute (outputs, figures, timing),
+# for a source in any folder: the course's notebooks/, or a test's temporary one.
+RUN_ONE = """import pathlib, sys
+sys.path.insert(0, sys.argv[1])
+import notebooks
+src = pathlib.Path(sys.argv[2])
+notebooks.SOURCES = src.parent
+sys.exit(1 if notebooks.execute([src.stem]) else 0)
+"""
+
+
+def execute_all(jobs: int = 2, srcs: list[Path] | None = None) -> list[Path]:
+    """Execute every course notebook (or each of ``srcs``) that changed, `jobs` at a time, into
+    build/executed/; fail loudly (SystemExit) when a cell raises."""
+    srcs = nbtools.sources() if srcs is None else srcs
     todo = []
-    for src in nbtools.sources():
+    for src in srcs:
         out = EXECUTED / (src.stem + ".ipynb")
         if out.exists() and nbformat.read(out, 4).metadata.get("normlab_hash") == source_hash(src):
             print(f"[normlab] {src.stem}: unchanged, reusing build/executed/{out.name}")
             continue
         todo.append(src)
 
+    env = dict(os.environ, MPLBACKEND=KERNEL_BACKEND)
+
     def run_one(src: Path) -> int:
-        return subprocess.call([sys.executable, str(ROOT / "tools" / "notebooks.py"), "execute", src.stem],
-                               cwd=ROOT, stderr=subprocess.DEVNULL)
+        return subprocess.call([sys.executable, "-c", RUN_ONE, str(ROOT / "tools"), str(src)],
+                               cwd=ROOT, stderr=subprocess.DEVNULL, env=env)
 
     t0 = time.time()
     with ThreadPoolExecutor(max_workers=jobs) as pool:
@@ -73,7 +96,7 @@ def execute_all(jobs: int = 2) -> list[Path]:
         print(f"[normlab] executed {len(todo)} notebook(s) in {time.time() - t0:.0f} s")
     if failed:
         raise SystemExit(f"[normlab] notebook(s) failed to execute: {', '.join(failed)}")
-    return [EXECUTED / (s.stem + ".ipynb") for s in nbtools.sources()]
+    return [EXECUTED / (s.stem + ".ipynb") for s in srcs]
 
 
 def static_widgets(nb: nbformat.NotebookNode) -> None:
@@ -131,14 +154,20 @@ def write_sphinx_conf(src: Path) -> None:
     (src / "conf.py").write_text(conf)
 
 
+def sphinx_build(src: Path, out: Path) -> int:
+    """Sphinx with every warning an error (-W) and nitpicky references (-n): a broken internal
+    link, a missing image or a bad cross-reference fails the build. Returns the exit code."""
+    return subprocess.call([sys.executable, "-m", "sphinx", "-b", "html", "-W", "-n", "--keep-going", "-q",
+                            str(src), str(out)], cwd=ROOT)
+
+
 def build_book() -> Path:
     src = stage_book()
     t0 = time.time()
     html = BOOK_OUT / "html"
     if html.exists():
         shutil.rmtree(html)
-    code = subprocess.call([sys.executable, "-m", "sphinx", "-b", "html", "-W", "-n", "--keep-going", "-q",
-                            str(src), str(html)], cwd=ROOT)
+    code = sphinx_build(src, html)
     if code != 0:
         raise SystemExit(f"[normlab] the book build failed (exit {code}): see the warnings above")
     index = html / "index.html"
