@@ -10,7 +10,7 @@ companion notebook and ``tests/test_errata.py`` assert on).
     errata.catalogue()          # index table: id, where, what it says, what is right, chapter
     d = errata.demo("E3")       # run one demonstration; d.values["..."] are the key numbers
 
-Ids are "<document letter><number>" (A1, ..., E8). Claims that are a matter of degree
+Ids are "<document letter><number>" (A1, ..., E9). Claims that are a matter of degree
 (speed, "Pre-Norm is worse") are not errata: they are listed in ``CLAIMS`` with the chapter
 cell that measures them.
 """
@@ -29,7 +29,8 @@ from torch.overrides import TorchFunctionMode
 
 from .viz import Table
 
-__all__ = ["Erratum", "Demo", "ERRATA", "CLAIMS", "get", "demo", "catalogue", "claims_table", "momentum_traces"]
+__all__ = ["Erratum", "Demo", "ERRATA", "CLAIMS", "get", "demo", "catalogue", "claims_table", "momentum_traces",
+           "half_precision_stability"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -250,6 +251,86 @@ def demo_a6() -> Demo:
     earlier = sum(v < xiong for v in ARXIV.values())
     return Demo("[A] §2.6：Pre-LN 早于 Xiong et al. 2020 就在用（arXiv 编号 = 提交年月）",
                 ["论文", "arXiv", "年-月"], rows, {"earlier_papers": float(earlier)})
+
+
+def bn_formula_without_mean(x: Tensor, eps: float = 1e-6) -> Tensor:
+    """[A] §2.4 read as written: formula (1) (BatchNorm) with mu removed. Each feature is divided by
+    its quadratic mean over the *batch* (dim 0): batch-dependent, not RMSNorm."""
+    return x / torch.sqrt(x.pow(2).mean(0, keepdim=True) + eps)
+
+
+def ln_formula_without_mean(x: Tensor, eps: float = 1e-6) -> Tensor:
+    """Formula (2) (LayerNorm) with mu removed: each token divided by its own RMS, i.e. RMSNorm."""
+    return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+
+
+def demo_a7() -> Demo:
+    g = _gen(20)
+    x = torch.randn(8, 16, generator=g) * 2 + 1
+    other = x.clone()
+    other[1:] = torch.randn(7, 16, generator=g) * 5                # change the *other* samples
+    ref = nn.RMSNorm(16, eps=1e-6)
+    with torch.no_grad():
+        r = ref(x)
+    values = {"from1_vs_rmsnorm": _maxdiff(bn_formula_without_mean(x), r),
+              "from2_vs_rmsnorm": _maxdiff(ln_formula_without_mean(x), r),
+              "from1_batch_dep": _maxdiff(bn_formula_without_mean(x)[0], bn_formula_without_mean(other)[0]),
+              "from2_batch_dep": _maxdiff(ln_formula_without_mean(x)[0], ln_formula_without_mean(other)[0])}
+    rows = [["与 nn.RMSNorm 的最大差", f"{values['from1_vs_rmsnorm']:.3g}", f"{values['from2_vs_rmsnorm']:.2g}"],
+            ["换掉同 batch 的其他样本，样本 0 的输出变化", f"{values['from1_batch_dep']:.3g}",
+             f"{values['from2_batch_dep']:.2g}"]]
+    return Demo("[A] §2.4 \"从式 (1) 去掉 μ\"：(1) 是 BN，(2) 才是 LN", ["检查", "式 (1) BN 去掉 μ", "式 (2) LN 去掉 μ"],
+                rows, values)
+
+
+def deepnorm_probe(depth: int, wiring: str, seed: int = 0, lr: float = 1e-3, width: int = 32) -> tuple[float, float]:
+    """At init, for an MLP stack (normlab.blocks) of ``depth`` blocks wired ``wiring``:
+    (||dL/dW_fc1|| of the first block, ||F(x; theta_1) - F(x; theta_0)|| per sample after one Adam step)
+    with an MSE loss to a random target."""
+    from .blocks import build_stack
+    stack = build_stack(depth, width=width, wiring=wiring, sublayer="mlp", seed=seed)
+    g = _gen(300 + seed)
+    x, target = torch.randn(64, width, generator=g), torch.randn(64, width, generator=g)
+    with torch.no_grad():
+        before = stack(x)
+    opt = torch.optim.Adam(stack.parameters(), lr=lr)
+    F.mse_loss(stack(x), target).backward()
+    grad = stack.blocks[0].mlp.sublayer.fc1.weight.grad.norm().item()
+    opt.step()
+    with torch.no_grad():
+        update = ((stack(x) - before).norm() / math.sqrt(x.shape[0])).item()
+    return grad, update
+
+
+def demo_a8() -> Demo:
+    from .blocks import MLP, Residual
+    from .deepnorm import constants
+    torch.manual_seed(21)
+    w = 16
+    x = torch.randn(8, w, generator=_gen(21))
+    sub = MLP(w)
+    alpha, _ = constants("encoder", 24)
+    block = Residual(sub, w, wiring="deepnorm", alpha=alpha)
+    with torch.no_grad():
+        ln_diff = _maxdiff(block(x), nn.LayerNorm(w)(alpha * x + sub(x)))     # the LN inside is plain nn.LayerNorm
+        post_diff = _maxdiff(Residual(sub, w, wiring="deepnorm", alpha=1.0)(x), Residual(sub, w, wiring="post")(x))
+    values = {"ln_diff": ln_diff, "alpha1_vs_post": post_diff}
+    rows = [["块的输出 vs nn.LayerNorm(α·x + G(x))（LN 本身没变）", f"{ln_diff:.2g}", "—", "—"],
+            ["α = 1、普通初始化的 DeepNorm 块 vs Post-LN 块", f"{post_diff:.2g}", "—", "—"]]
+    for N in (6, 24, 96):
+        a, b = constants("encoder", N)
+        probes = {wiring: [deepnorm_probe(N, wiring, s) for s in (0, 1)] for wiring in ("deepnorm", "post")}
+        mean = lambda wiring, i: sum(p[i] for p in probes[wiring]) / 2
+        values[f"grad_deepnorm_{N}"], values[f"grad_post_{N}"] = mean("deepnorm", 0), mean("post", 0)
+        values[f"update_deepnorm_{N}"], values[f"update_post_{N}"] = mean("deepnorm", 1), mean("post", 1)
+        values[f"beta_over_alpha_{N}"] = b / a
+        rows.append([f"N = {N}：第 1 块 ‖∂L/∂W_fc1‖（DeepNorm / Post-LN）",
+                     f"{values[f'grad_deepnorm_{N}']:.4f}", f"{values[f'grad_post_{N}']:.4f}", f"β/α = {b / a:.4f}"])
+    for N in (6, 24, 96):
+        rows.append([f"N = {N}：一步 Adam (lr 1e-3) 后的 ‖ΔF‖（DeepNorm / Post-LN）",
+                     f"{values[f'update_deepnorm_{N}']:.3f}", f"{values[f'update_post_{N}']:.3f}", "—"])
+    return Demo("[A] §2.5：DeepNorm 里的 LN 没变；它的梯度随深度按 β/α ∝ 1/√N 变小，并不\"保持恒定\"",
+                ["测量", "DeepNorm", "Post-LN", "手算"], rows, values)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -830,6 +911,63 @@ def demo_e8() -> Demo:
                 {"encdec_enc_alpha": float(rows[2][1]), "e_alpha": a_e})
 
 
+def demo_e9() -> Demo:
+    g, p, B = _gen(19), 0.9, 16                    # [E]'s p: weight of the old value; torch momentum = 1 - p
+    batches = [torch.randn(B, 3, generator=g) * 3 + 2 for _ in range(50)]
+    literal, fixed = torch.ones(3), torch.ones(3)
+    ref = nn.BatchNorm1d(3, momentum=1 - p)
+    for xb in batches:
+        literal = p * literal + (1 - p) * literal                   # bar on sigma_t^2: both terms are the running value
+        fixed = p * fixed + (1 - p) * xb.var(0, unbiased=True)      # the batch's own variance (torch stores it unbiased)
+        ref(xb)
+    data = torch.cat(batches)
+    batch_means = torch.stack([xb.mean(0) for xb in batches])
+    values = {"literal_var": literal.max().item(), "torch_running_var": ref.running_var.mean().item(),
+              "fixed_vs_torch": _maxdiff(fixed, ref.running_var),
+              "single_batch_err": _maxdiff(batches[-1].mean(0), data.mean(0)),
+              "expectation_err": _maxdiff(batch_means.mean(0), data.mean(0))}
+    rows = [["50 个 batch 后的滑动方差（数据方差 ≈ 9）", f"{values['literal_var']:.3f}（停在初值）",
+             f"{values['torch_running_var']:.3f}（nn.BatchNorm1d）"],
+            ["μ_test 与全部训练数据均值的最大差", f"{values['single_batch_err']:.3g}（某一个 batch 的 μ）",
+             f"{values['expectation_err']:.2g}（E[μ_batch]，各 batch 均值的平均）"],
+            ["去掉横线后的滑动方差与 nn.BatchNorm1d(momentum=1−p) 的最大差", "—", f"{values['fixed_vs_torch']:.2g}"]]
+    return Demo("[E] §1.2 的两处记号：σ_t² 上多了滑动平均的横线；μ_test、σ²_test 少了期望 E",
+                ["", "按 [E] 字面", "正确"], rows, values)
+
+
+
+# ---------------------------------------------------------------------------------------------
+# Claims of degree measured here (see CLAIMS)
+# ---------------------------------------------------------------------------------------------
+
+def layer_norm_no_upcast(x: Tensor, eps: float = 1e-5) -> Tensor:
+    """Two-pass LayerNorm computed entirely in x's dtype (no float32 upcast)."""
+    mu = x.mean(-1, keepdim=True)
+    return (x - mu) / torch.sqrt(((x - mu) ** 2).mean(-1, keepdim=True) + eps)
+
+
+def rms_norm_no_upcast(x: Tensor, eps: float = 1e-6) -> Tensor:
+    """RMSNorm computed entirely in x's dtype (no float32 upcast)."""
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+
+
+def half_precision_stability() -> Demo:
+    """[D] Q2 "RMSNorm 数值稳定性更好": float16 inputs, each norm with and without the float32 upcast,
+    against F.layer_norm / F.rms_norm of the same (rounded) input in float32."""
+    g, rows, values = _gen(22), [], {}
+    cases = (("N(0, 1)", "normal", 1.0, 0.0), ("300 + N(0, 1)（大偏移）", "offset", 1.0, 300.0),
+             ("300·N(0, 1)（大幅度）", "wide", 300.0, 0.0))
+    for label, key, scale, offset in cases:
+        h = (torch.randn(8, 64, generator=g) * scale + offset).half()
+        ref_ln, ref_rms = F.layer_norm(h.float(), (64,)), F.rms_norm(h.float(), (64,), eps=1e-6)
+        errs = {"ln_raw": _maxdiff(layer_norm_no_upcast(h), ref_ln), "rms_raw": _maxdiff(rms_norm_no_upcast(h), ref_rms),
+                "ln_up": _maxdiff(layer_norm_no_upcast(h.float()).half(), ref_ln),
+                "rms_up": _maxdiff(rms_norm_no_upcast(h.float()).half(), ref_rms)}
+        values.update({f"{k}_{key}": v for k, v in errs.items()})
+        rows.append([label] + [f"{errs[k]:.3g}" for k in ("ln_raw", "rms_raw", "ln_up", "rms_up")])
+    return Demo("[D] Q2 \"RMSNorm 数值稳定性更好\"：float16 输入，与 float32 参照的最大差",
+                ["输入", "LN 不上转", "RMSNorm 不上转", "LN 先转 float32", "RMSNorm 先转 float32"], rows, values)
+
 # ---------------------------------------------------------------------------------------------
 # The catalogue
 # ---------------------------------------------------------------------------------------------
@@ -863,6 +1001,14 @@ ERRATA: list[Erratum] = [
        "说 Pre-LN 是 Xiong et al.《On Layer Normalization in the Transformer Architecture》针对 Post-LN 提出的。",
        "Pre-LN 在此之前已被使用（GPT-2 报告 §2.3；Baevski & Auli 2019；Wang et al. 2019）；Xiong et al. 2020 的贡献是理论分析（§3，定理 1）和\"无需预热\"的实验。",
        "06_placement", "2. Xiong et al. 2020：理论说了什么，我们复现出什么", demo_a6),
+    _e("A7", "A", "§2.4", "公式 formula",
+       "说 RMSNorm 就是从式 (1) 中去掉 μ 的计算；而 [A] 自己编号的式 (1) 是 BatchNorm，LayerNorm 是式 (2)。",
+       "应是式 (2)（LayerNorm）去掉 μ：每个 token 除以自身的均方根，即 RMSNorm（Zhang & Sennrich 2019 式 (4)；nn.RMSNorm）。式 (1) 去掉 μ 得到的是每个特征在 batch 上的二次均值归一化，依赖同 batch 的其他样本，不是 RMSNorm。",
+       "04_rmsnorm", "1. 从零写 RMSNorm", demo_a7),
+    _e("A8", "A", "§2.5", "说法 claim",
+       "称 DeepNorm 是 LayerNorm 的改进版：把残差分支的结果放大 α 倍再做 LN，从而在千层网络里保持梯度量级恒定。",
+       "DeepNorm 里的 LN 就是普通 LayerNorm；论文（摘要称之为\"修改残差连接的归一化函数\"）改的是残差连接，α 乘在恒等支路 x 上：LN(α·x + G(x))，另加 β 初始化（Wang et al. 2022 §4.2–4.3）。它的理论界定的是模型更新 ‖ΔF‖ 不随深度爆炸（摘要、§4），不是梯度恒定：初始化时每层权重的梯度按 β/α ∝ 1/√N 随深度变小。",
+       "05_deepnorm", "3. 小规模复现：深层 Post-LN 训练不动，DeepNorm 可以", demo_a8),
     _e("B1", "B", "BatchNorm", "代码 code",
        "手写 BatchNorm 用 torch.is_grad_enabled() 判断训练/推理，滑动统计量是普通属性，滑动方差用有偏估计（[E] §1.3 的代码相同）。",
        "模式应看 self.training（model.eval()）；滑动统计量应 register_buffer（进 state_dict）；running_var 存无偏方差（PyTorch 文档与 Normalization.cpp；Ioffe & Szegedy §3.1）。",
@@ -959,6 +1105,10 @@ ERRATA: list[Erratum] = [
        "α = (2N)^¼、β = (8N)^-¼ 作为 DeepNorm 的常数，N 为层数。",
        "这是单一编码器（或单一解码器，用 M）的值；编码器-解码器两侧各不相同（DeepNet §4.3）。",
        "05_deepnorm", "1. α 与 β：逐个架构", demo_e8),
+    _e("E9", "E", "§1.2", "公式 formula",
+       "测试时 μ_test、σ²_test 的式子漏了期望 E（字面上就是某一个 batch 的统计量）；滑动方差的更新式给新 batch 的 σ_t² 也加了表示滑动值的横线，按字面两项都是滑动值，更新不起作用。",
+       "μ_test = E[μ_batch]、σ²_test = B/(B−1)·E[σ²_batch]（Ioffe & Szegedy 2015 §3.1、Alg. 2）；更新式是 σ̄² ← p·σ̄² + (1−p)·σ_t²，σ_t² 是当前 batch 的方差（PyTorch 存它的无偏估计，batchnorm.py 文档）。",
+       "02_batchnorm", "3. 滑动统计量：momentum 是谁乘谁？", demo_e9),
 ]
 
 # Claims that are a matter of degree: where the course measures them.
@@ -980,6 +1130,10 @@ CLAIMS: list[tuple[str, str, str, str, str]] = [
      "5. RMSNorm 真的更快吗？"),
     ("[D] Pre/Post-Norm", "Post-Norm 浅层（≤6 层）效果更好，Pre-Norm 深层更优", "经验说法，无出处；与 [A]/[B] 的结论相反",
      "06_placement", "5. 各大模型用的是哪一种"),
+    ("[D] Q2", "RMSNorm 数值稳定性更好",
+     "无出处。float16 不上转时 RMSNorm 并不更稳：输入有大偏移时 x² 溢出、输出全为 0，先减均值的 LN 误差约 0.1；幅度大时两者都坏；"
+     "先转 float32（LLaMA、PyTorch 的做法）后两者都只剩舍入误差。测量：errata.half_precision_stability()",
+     "09_companion", "3. 程度性说法：在哪里测量"),
     ("[E] 开头、§1.3；[C] 层归一化的优势", "BN（和 LN）通过减少内部协变量偏移 (ICS) 起作用",
      "Santurkar et al. 2018：ICS 与 BN 的效果关系不大，BN 使优化地形更平滑", "02_batchnorm",
      "6. BN 为什么有效？\"内部协变量偏移\"之争"),

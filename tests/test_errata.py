@@ -91,6 +91,42 @@ def test_a6_arxiv_order():
     assert min(errata.ARXIV.values()) < "2002.04745"
 
 
+def test_a7_formula_2_without_mean_is_rmsnorm_formula_1_is_not():
+    x = torch.randn(6, 16) * 2 + 1
+    with torch.no_grad():
+        assert torch.allclose(errata.ln_formula_without_mean(x), nn.RMSNorm(16, eps=1e-6)(x), atol=1e-5)
+        assert not torch.allclose(errata.bn_formula_without_mean(x), nn.RMSNorm(16, eps=1e-6)(x), atol=1e-1)
+    # hand: (1) without mu divides each feature by its quadratic mean over the batch -> that mean becomes 1
+    assert torch.allclose(errata.bn_formula_without_mean(x).pow(2).mean(0), torch.ones(16), atol=1e-4)
+    y = x.clone()
+    y[1:] *= 3
+    assert not torch.allclose(errata.bn_formula_without_mean(x)[0], errata.bn_formula_without_mean(y)[0])
+    assert torch.equal(errata.ln_formula_without_mean(x)[0], errata.ln_formula_without_mean(y)[0])
+
+
+def test_a8_deepnorm_ln_is_plain_and_gradient_scales_with_beta_over_alpha():
+    from normlab.blocks import MLP, Residual
+    sub, alpha = MLP(8), 2.5
+    x = torch.randn(4, 8)
+    h = alpha * x + F.linear(F.relu(F.linear(x, sub.fc1.weight, sub.fc1.bias)), sub.fc2.weight, sub.fc2.bias)
+    with torch.no_grad():                                         # reference: torch's layer_norm of alpha*x + G(x)
+        assert torch.allclose(Residual(sub, 8, wiring="deepnorm", alpha=alpha)(x), F.layer_norm(h, (8,)), atol=1e-6)
+    for N in (6, 96):                                             # hand: beta/alpha = (8N)^-1/4 / (2N)^1/4 = 1/(2 sqrt N)
+        a, b = (2 * N) ** 0.25, (8 * N) ** -0.25
+        assert b / a == pytest.approx(1 / (2 * math.sqrt(N)), rel=1e-12)
+    g6, u6 = errata.deepnorm_probe(6, "deepnorm")
+    g96, _ = errata.deepnorm_probe(96, "deepnorm")
+    assert g6 / g96 == pytest.approx(math.sqrt(96 / 6), rel=0.1)    # so the gradient falls as 1/sqrt(N)
+    assert u6 < errata.deepnorm_probe(6, "post")[1] / 3
+    # the probe's gradient equals one computed here with autograd on the same stack
+    from normlab.blocks import build_stack
+    stack = build_stack(6, width=32, wiring="deepnorm", sublayer="mlp", seed=0)
+    gen = torch.Generator().manual_seed(300)
+    xs, t = torch.randn(64, 32, generator=gen), torch.randn(64, 32, generator=gen)
+    (gw,) = torch.autograd.grad(((stack(xs) - t) ** 2).mean(), [stack.blocks[0].mlp.sublayer.fc1.weight])
+    assert gw.norm().item() == pytest.approx(g6, rel=1e-5)
+
+
 # --- [B] / [E] §1.3 -------------------------------------------------------------------------
 
 def test_b1_grad_mode_batchnorm_vs_torch():
@@ -255,6 +291,37 @@ def test_e8_encdec_constants_differ():
     d = errata.demo("E8").values
     assert d["encdec_enc_alpha"] == pytest.approx(0.81 * (12 ** 5) ** (1 / 16), rel=1e-3)
     assert abs(d["encdec_enc_alpha"] - d["e_alpha"]) > 0.3
+
+
+def test_e9_literal_update_is_a_no_op_and_the_fixed_one_is_torchs():
+    p, v = 0.9, torch.tensor([1.0, 2.0])
+    assert torch.equal(p * v + (1 - p) * v, v)                   # hand: bar on both terms -> nothing moves
+    ref, fixed = nn.BatchNorm1d(2, momentum=1 - p), torch.ones(2)
+    batches = [torch.randn(16, 2) * 3 for _ in range(5)]
+    for xb in batches:
+        ref(xb)
+        fixed = p * fixed + (1 - p) * xb.var(0, unbiased=True)
+    assert torch.allclose(fixed, ref.running_var, atol=1e-5)
+    # hand: with equal-size batches the mean of the batch means is the mean of all the data
+    assert torch.allclose(torch.stack([b.mean(0) for b in batches]).mean(0), torch.cat(batches).mean(0), atol=1e-6)
+    d = errata.demo("E9").values
+    assert d["literal_var"] == 1.0 and d["torch_running_var"] > 7 and d["fixed_vs_torch"] < 1e-5
+    assert d["single_batch_err"] > 0.3 and d["expectation_err"] < 1e-5
+
+
+def test_half_precision_claim_d_q2():
+    x = torch.randn(4, 64)
+    with torch.no_grad():                                        # the float32 versions are torch's norms
+        assert torch.allclose(errata.layer_norm_no_upcast(x), nn.LayerNorm(64, elementwise_affine=False)(x), atol=1e-5)
+        assert torch.allclose(errata.rms_norm_no_upcast(x), nn.RMSNorm(64, eps=1e-6)(x), atol=1e-5)
+    h = (x + 300).half()
+    # hand: 300^2 = 90000 > 65504, so mean(x^2) is inf in float16, rsqrt(inf) = 0, every output is 0
+    assert torch.isinf(h.pow(2)).all() and (errata.rms_norm_no_upcast(h) == 0).all()
+    assert (F.rms_norm(h.float(), (64,), eps=1e-6) - 1).abs().max() < 0.02   # the right answer is about 1
+    assert torch.isfinite(errata.layer_norm_no_upcast(h)).all()
+    v = errata.half_precision_stability().values
+    assert v["rms_raw_offset"] > 0.5 > v["ln_raw_offset"] and v["rms_up_offset"] < 2e-3
+    assert any(c[0] == "[D] Q2" and "稳定" in c[1] for c in errata.CLAIMS)
 
 
 def test_momentum_traces_follow_torch_formula_by_hand():
