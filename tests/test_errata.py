@@ -334,3 +334,14 @@ def test_momentum_traces_follow_torch_formula_by_hand():
     for b, got in zip(t["batch"], t["new_weight_0.9"]):
         r = 0.1 * r + 0.9 * b
         assert got == pytest.approx(r, rel=1e-5, abs=1e-6)
+
+
+def test_every_erratum_has_a_labelled_callout_in_its_chapter():
+    """Each correction is shown where it belongs: its id in bold (e.g. **A3**) in its chapter."""
+    import re
+    from pathlib import Path
+
+    notebooks = Path(__file__).resolve().parent.parent / "notebooks"
+    missing = [e.id for e in errata.ERRATA
+               if not re.search(rf"\*\*{e.id}\*\*", (notebooks / f"{e.chapter}.md").read_text(encoding="utf-8"))]
+    assert not missing, f"no labelled callout in the chapter for: {missing}"
