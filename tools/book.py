@@ -253,6 +253,8 @@ SLIDE_CSS = """
 .reveal .jp-RenderedHTMLCommon td, .reveal .jp-RenderedHTMLCommon th { font-size: 22px; }
 .reveal .jp-RenderedImage img { width: 95%; max-height: 680px; object-fit: contain; }
 .reveal .jp-InputArea pre, .reveal .highlight pre, .reveal .jp-OutputArea pre { font-size: 18px; line-height: 1.3; }
+.reveal .jp-OutputArea-output { max-height: 62vh; overflow: auto; }
+.reveal .jp-OutputArea-output table, .reveal .jp-OutputArea-output td, .reveal .jp-OutputArea-output th { font-size: 17px; }
 """
 
 
