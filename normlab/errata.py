@@ -422,13 +422,22 @@ def demo_c1() -> Demo:
 
 
 def demo_c2() -> Demo:
+    from .blocks import MLP, Residual
+
     w = 32
-    c_block = nn.ModuleDict({"norm1": nn.LayerNorm(w), "norm2": nn.LayerNorm(w)})   # what [C] keeps
-    n_norm_c = sum(p.numel() for p in c_block.parameters())
-    rows = [["Bachlechner et al. 2020 式 (1)", "x + α·F(x)", 0, "去掉 LayerNorm，也不需要预热"],
-            ["[C] 的 ReZeroTransformerBlock", "x + α·F(LN(x))", n_norm_c, "Pre-LN 加一个门"]]
-    return Demo(f"[C] ReZero：论文的块里没有 LayerNorm（宽度 {w}）", ["写法", "公式", "每块归一化参数", "说明"],
-                rows, {"paper_norm_params": 0.0, "c_norm_params": float(n_norm_c)})
+    def norm_params(m: nn.Module) -> int:
+        return sum(p.numel() for n, p in m.named_parameters() if n.startswith("norm"))
+    paper = Residual(MLP(w), w, wiring="pre", norm="none", scaling="rezero")          # x + alpha F(x)
+    c_block = Residual(MLP(w), w, wiring="pre", norm="layernorm", scaling="rezero")   # x + alpha F(LN(x))
+    x = torch.randn(4, w, generator=_gen(4))
+    with torch.no_grad():
+        identity = max((paper(x) - x).abs().max().item(), (c_block(x) - x).abs().max().item())
+    rows = [["Bachlechner et al. 2020 式 (1)", "x + α·F(x)", norm_params(paper), "去掉 LayerNorm，也不需要预热"],
+            ["[C] 的 ReZeroTransformerBlock", "x + α·F(LN(x))", norm_params(c_block), "Pre-LN 加一个门"]]
+    return Demo(f"[C] ReZero：论文的块里没有 LayerNorm（宽度 {w}；初始化时两者都是恒等映射，最大偏差 {identity:.0e}）",
+                ["写法", "公式", "每块归一化参数", "说明"], rows,
+                {"paper_norm_params": float(norm_params(paper)), "c_norm_params": float(norm_params(c_block)),
+                 "identity_at_init": identity})
 
 
 def demo_c3() -> Demo:

@@ -87,8 +87,13 @@ def test_a5_runtime_beta_ratios_match_hand_computation():
 
 
 def test_a6_arxiv_order():
-    assert errata.demo("A6").values["earlier_papers"] == 2.0
-    assert min(errata.ARXIV.values()) < "2002.04745"
+    # the arXiv ids as listed on the papers' abstract pages; an id's first four digits are yymm of submission
+    titles = {"1809.10853": "Adaptive Input Representations", "1906.01787": "Learning Deep Transformer Models",
+              "2002.04745": "On Layer Normalization in the Transformer"}
+    assert sorted(errata.ARXIV.values()) == sorted(titles)
+    assert all(titles[aid] in paper for paper, aid in errata.ARXIV.items())
+    earlier = sum(aid[:4] < "2002" for aid in titles)                   # submitted before Xiong et al.
+    assert errata.demo("A6").values["earlier_papers"] == earlier == 2
 
 
 def test_a7_formula_2_without_mean_is_rmsnorm_formula_1_is_not():
@@ -153,6 +158,23 @@ def test_b2_rmsnorm_has_gamma():
 
 
 # --- [C] -------------------------------------------------------------------------------------
+
+def test_c2_rezero_block_has_no_norm_and_is_x_plus_alpha_f():
+    from normlab.blocks import MLP, Residual
+
+    torch.manual_seed(0)
+    x = torch.randn(5, 32)
+    paper = Residual(MLP(32), 32, wiring="pre", norm="none", scaling="rezero")
+    with torch.no_grad():
+        paper.gain.fill_(0.7)
+        sub = paper.sublayer
+        hand = x + 0.7 * F.linear(F.relu(F.linear(x, sub.fc1.weight, sub.fc1.bias)), sub.fc2.weight, sub.fc2.bias)
+        torch.testing.assert_close(paper(x), hand)                     # Bachlechner et al. 2020, eq. (1)
+    d = errata.demo("C2").values
+    assert d["paper_norm_params"] == 0
+    assert d["c_norm_params"] == sum(p.numel() for p in nn.LayerNorm(32).parameters()) == 64
+    assert d["identity_at_init"] == 0                                  # alpha = 0: both blocks start as identity
+
 
 def test_c1_layerscale_drift_scales_with_init():
     small, tiny = errata.layerscale_drift(1e-5), errata.layerscale_drift(1e-6)
