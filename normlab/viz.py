@@ -95,11 +95,24 @@ class Table:
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(self._fmt(v))}</td>" for v in r) + "</tr>"
+        def cell(tag: str, text: str, numeric: bool) -> str:  # numbers right-aligned, words left-aligned
+            return f'<{tag} style="text-align:{"right" if numeric else "left"}">{html.escape(text)}</{tag}>'
+        numeric = [all(_is_number(r[i]) for r in self.rows) for i in range(len(self.columns))]
+        head = "".join(cell("th", c, n) for c, n in zip(self.columns, numeric))
+        body = "".join("<tr>" + "".join(cell("td", self._fmt(v), _is_number(v)) for v in r) + "</tr>"
                        for r in self.rows)
         cap = f"<caption>{html.escape(self.title)}</caption>" if self.title else ""
         return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _is_number(v: object) -> bool:
+    if isinstance(v, (int, float)):
+        return True
+    try:
+        float(str(v).rstrip("%x×"))
+        return True
+    except ValueError:
+        return False
 
 
 def _display_width(s: str) -> int:

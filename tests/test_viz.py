@@ -65,7 +65,8 @@ def test_table_text_and_html():
     t = viz.Table([("LayerNorm", 0.5), ("批归一化", 1.25)], ["名称 name", "值"], title="t")
     text = str(t)
     assert "LayerNorm" in text and "1.25" in text and text.splitlines()[0] == "t"
-    assert "<td>批归一化</td>" in t._repr_html_()
+    html = t._repr_html_()
+    assert '<td style="text-align:left">批归一化</td>' in html and '<td style="text-align:right">1.25</td>' in html
     with pytest.raises(ValueError, match="列"):
         viz.Table([(1, 2, 3)], ["a", "b"])
 
