@@ -186,6 +186,11 @@ def cmd_freeze(args: list[str]) -> int:
     return 0
 
 
+def cmd_sweep(args: list[str]) -> int:
+    """(maintainers) Seeds 0-4 x torch threads {1, 2} over every notebook; writes normlab/records/."""
+    return run([ensure_env(TEST_EXTRAS), ROOT / "tools" / "sweep.py", *args])
+
+
 def cmd_book(args: list[str]) -> int:
     """Build the static book offline: build/book/html/index.html."""
     return run([ensure_env(), ROOT / "tools" / "book.py", "book", *args])
@@ -196,7 +201,8 @@ def cmd_slides(args: list[str]) -> int:
     return run([ensure_env(), ROOT / "tools" / "book.py", "slides", *args])
 
 
-COMMANDS = {"course": cmd_course, "test": cmd_test, "book": cmd_book, "slides": cmd_slides, "freeze": cmd_freeze}
+COMMANDS = {"course": cmd_course, "test": cmd_test, "book": cmd_book, "slides": cmd_slides, "freeze": cmd_freeze,
+            "sweep": cmd_sweep}
 
 
 def main() -> int:

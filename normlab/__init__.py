@@ -2,7 +2,8 @@
 
 Modules, one concern each (import them explicitly, e.g. ``from normlab import norms``):
     norms         reference BatchNorm / LayerNorm / RMSNorm / GroupNorm / InstanceNorm (= torch.nn)
-    viz, env      plot style with Chinese glyphs, small tables; setup() and the environment report
+    viz, env      plot style with Chinese glyphs, small tables; setup() (seed from NORMLAB_SEED) and the environment report
+    record        expect(): a checked claim on a measured number, recorded by the seed x thread sweep
     explorer      the axes explorer: which elements share one mean and variance
     numerics      one-pass / two-pass / Welford variance, eps placement
     blocks        residual blocks whose wiring is a parameter (post / pre / sandwich / deepnorm ...)
@@ -18,7 +19,7 @@ Modules, one concern each (import them explicitly, e.g. ``from normlab import no
     errata, concordance   the source-material companion: mistakes with demos, section map
 """
 
-from .env import report, seed_all, setup
+from .env import report, seed, seed_all, setup
 
 __version__ = "0.1.0"
-__all__ = ["setup", "seed_all", "report", "__version__"]
+__all__ = ["setup", "seed", "seed_all", "report", "__version__"]

@@ -1,0 +1,160 @@
+"""Checked claims on measured numbers, and the record the seed x thread sweep keeps of them.
+
+A fixed seed does not fix a trained number across thread counts, CPUs and BLAS builds (01's
+300-step run: test accuracy 0.968 with 2 torch threads, 0.925 with 1). So a notebook never writes a
+bare ``assert`` on a measurement; it writes
+
+    from normlab.record import expect, measure
+    expect("lr3e-3.residual_acc", acc, ">", 0.88)     # checked now, and recorded by the sweep
+    expect("fit_slope", slope, "between", (-0.65, -0.35))
+    expect("ln_bitwise_diff", diff, "==", 0.0)         # an identity: must hold exactly, every run
+    expect("only_weight", names == ["weight"], "==", True)
+    measure("warmup.post.steps_to_0.5", steps)          # a number the prose quotes, recorded only
+
+``python3 run.py sweep`` executes every notebook for seeds 0-4 x torch threads {1, 2} with the
+environment variable ``NORMLAB_RECORD`` naming a file: every call appends one JSON line there. The
+sweep keeps what it saw in ``normlab/records/NN_name.json``; ``tests/test_record.py`` checks every
+threshold against the whole observed range with a margin (the rule: ``margin_problem`` below and
+``notebooks/README.md``), that the record is not stale, and that every number the prose quotes
+beside a ``<!--rec KEY FORM-->`` marker holds for every recorded run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import operator
+import os
+from collections.abc import Iterable, Sequence
+from importlib import resources
+from typing import Any
+
+RECORD_VARIABLE = "NORMLAB_RECORD"
+OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le, "==": operator.eq}
+# The margin rule: a threshold must lie beyond every value the sweep observed, by at least
+# SPREAD_SHARE of the observed spread and RELATIVE_GAP of the nearest observed value's size.
+SPREAD_SHARE, RELATIVE_GAP = 0.25, 0.03
+
+__all__ = ["expect", "measure", "recorded", "margin_problem", "code_fingerprint", "ranges"]
+
+
+def _as_number(key: str, value: Any) -> float:
+    if hasattr(value, "item"):                      # a 0-d tensor or numpy scalar
+        value = value.item()
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"expect/measure 的值应是一个数 (a number) 或 True/False；{key!r} 收到 {type(value).__name__}。"
+                        f"(the value of {key!r} must be a number or a bool)") from None
+
+
+def _write(entry: dict) -> None:
+    path = os.environ.get(RECORD_VARIABLE)
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(entry) + "\n")
+
+
+def _holds(value: float, op: str, threshold: Any) -> bool:
+    if op == "between":
+        lo, hi = threshold
+        return lo < value < hi
+    return bool(OPS[op](value, float(threshold)))
+
+
+def expect(key: str, value: Any, op: str, threshold: Any) -> float:
+    """``assert value OP threshold``, recorded under ``key`` when the sweep runs. Returns the value.
+
+    OP is one of > >= < <= == (== for an identity that must hold exactly) or "between" with
+    threshold (lo, hi), meaning lo < value < hi."""
+    if op not in OPS and op != "between":
+        raise ValueError(f"expect 的比较符 op 应为 {[*OPS, 'between']} 之一，实际是 {op!r}。(unknown op {op!r})")
+    if op == "between" and not (isinstance(threshold, Sequence) and len(threshold) == 2):
+        raise ValueError(f"op='between' 需要 threshold=(lo, hi)，实际是 {threshold!r}。(between needs (lo, hi))")
+    v = _as_number(key, value)
+    limit = list(threshold) if op == "between" else _as_number(key, threshold)
+    _write({"key": key, "value": v, "op": op, "threshold": limit})
+    if not _holds(v, op, limit):
+        raise AssertionError(f"断言不成立 (claim failed): {key} = {v:.6g}，应满足 {op} {limit}。"
+                             f"(expected {key} {op} {limit}, got {v:.6g})")
+    return v
+
+
+def measure(key: str, value: Any) -> float:
+    """Record a measured number that the prose quotes (no check here; tests/test_record.py checks
+    the prose's ``<!--rec KEY FORM-->`` marker against every recorded run). Returns the value."""
+    v = _as_number(key, value)
+    _write({"key": key, "value": v, "op": None, "threshold": None})
+    return v
+
+
+def margin_problem(op: str, threshold: Any, values: Iterable[float]) -> str | None:
+    """None when ``threshold`` sits beyond all observed ``values`` with the margin, else why not.
+
+    Rule: gap from the threshold to the nearest observed value >= max(SPREAD_SHARE x spread,
+    RELATIVE_GAP x |nearest value|), and > 0. For "==" every value must equal the threshold."""
+    vals = [float(v) for v in values]
+    if not vals:
+        return "no recorded value"
+    if any(math.isnan(v) for v in vals):
+        return "NaN recorded"
+    lo, hi = min(vals), max(vals)
+    spread = hi - lo
+    if op == "==":
+        return None if all(v == float(threshold) for v in vals) else f"values {lo:.6g}..{hi:.6g} != {threshold}"
+
+    def gap_problem(nearest: float, gap: float, side: str) -> str | None:
+        need = max(SPREAD_SHARE * spread, RELATIVE_GAP * abs(nearest))
+        if gap > 0 and gap >= need:
+            return None
+        return (f"{side} threshold {gap_target[side]:.6g} is {gap:.3g} from the nearest observed value "
+                f"{nearest:.6g} (observed {lo:.6g}..{hi:.6g}); the margin rule needs >= {need:.3g}")
+
+    if op == "between":
+        a, b = (float(t) for t in threshold)
+        gap_target = {"lower": a, "upper": b}
+        return gap_problem(lo, lo - a, "lower") or gap_problem(hi, b - hi, "upper")
+    t = float(threshold)
+    gap_target = {"lower": t, "upper": t}
+    if op in (">", ">="):
+        return gap_problem(lo, lo - t, "lower")
+    return gap_problem(hi, t - hi, "upper")
+
+
+def code_fingerprint(code_cells: Sequence[str]) -> str:
+    """sha256 of a notebook's code cells (prose edits do not make a record stale; code edits do)."""
+    h = hashlib.sha256()
+    for src in code_cells:
+        h.update(src.strip().encode())
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
+def recorded(notebook: str) -> dict:
+    """The committed sweep record of one notebook (e.g. "06_placement"), from normlab/records/."""
+    try:
+        text = resources.files("normlab").joinpath("records", f"{notebook}.json").read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"没有 {notebook} 的测量记录 (no sweep record for {notebook}): "
+                                "python3 run.py sweep --only " + notebook[:2]) from None
+    return json.loads(text)
+
+
+def ranges(notebook: str, keys: Sequence[str], labels: Sequence[str] | None = None):
+    """A table of each key's recorded minimum, median and maximum over the sweep's runs."""
+    from statistics import median
+
+    from .viz import Table
+
+    rec = recorded(notebook)
+    rows = []
+    for key, label in zip(keys, labels or keys):
+        vals = [v for run in rec["runs"] for v in run["values"].get(key, [])]
+        rows.append([label, min(vals), median(vals), max(vals), len(vals)])
+    seeds = sorted({r["seed"] for r in rec["runs"]})
+    threads = sorted({r["threads"] for r in rec["runs"]})
+    return Table(rows, ["", "最小 min", "中位数 median", "最大 max", "次数 runs"], floatfmt=".3g",
+                 title=f"测量记录 (sweep record)：种子 seeds {seeds[0]}–{seeds[-1]} × 线程 threads {threads}")

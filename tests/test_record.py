@@ -1,0 +1,206 @@
+"""The sweep record keeps the course honest on other machines (issue: seeds x threads).
+
+For every notebook: no bare ``assert`` (claims go through ``normlab.record.expect``), a committed
+record in normlab/records/ that is not stale, covers seeds 0-4 x threads {1, 2} and every claim,
+every threshold beyond the observed range with the margin rule, and every ``<!--rec KEY FORM-->``
+marker in the prose true for every recorded run.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import sys
+from pathlib import Path
+
+import jupytext
+import pytest
+
+from normlab import record
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import sweep  # noqa: E402  (tools/sweep.py)
+
+SOURCES = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.md"))
+MARKER = re.compile(r"<!--\s*rec\s+(\S+)\s+(\S+)\s*-->")
+REQUIRED_SEEDS, REQUIRED_THREADS = set(range(5)), {1, 2}
+
+
+def strip_magics(src: str) -> str:
+    return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in src.splitlines())
+
+
+def calls(src: str, name: str) -> list[ast.Call]:
+    out = []
+    for node in ast.walk(ast.parse(strip_magics(src))):
+        if isinstance(node, ast.Call):
+            f = node.func
+            if (isinstance(f, ast.Name) and f.id == name) or (isinstance(f, ast.Attribute) and f.attr == name):
+                out.append(node)
+    return out
+
+
+def load_record(stem: str) -> dict | None:
+    path = ROOT / "normlab" / "records" / f"{stem}.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def values_of(rec: dict, key: str) -> list[float]:
+    return [v for run in rec["runs"] for v in run["values"].get(key, [])]
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
+def test_no_bare_assert(src):
+    """Every check in a notebook is an expect(): recorded by the sweep, held to the margin rule."""
+    bare = []
+    for cell in sweep.code_cells(src):
+        for node in ast.walk(ast.parse(strip_magics(cell))):
+            if isinstance(node, ast.Assert):
+                bare.append(ast.get_source_segment(strip_magics(cell), node) or "assert ...")
+    assert not bare, f"{src.name}: use normlab.record.expect instead of {bare[:3]}"
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
+def test_record_is_complete_and_fresh(src):
+    cells = sweep.code_cells(src)
+    uses = sum(len(calls(c, "expect")) + len(calls(c, "measure")) for c in cells)
+    rec = load_record(src.stem)
+    if not uses:
+        assert rec is None, f"{src.stem}: a record but no expect()/measure() in the notebook"
+        return
+    assert rec is not None, f"{src.stem}: no record; run python3 run.py sweep --only {src.stem[:2]}"
+    assert rec["code_sha256"] == record.code_fingerprint(cells), (
+        f"{src.stem}: the record is stale (the notebook's code changed since it was recorded); "
+        f"run python3 run.py sweep --only {src.stem[:2]}")
+    runs = rec["runs"]
+    assert {r["seed"] for r in runs} >= REQUIRED_SEEDS and {r["threads"] for r in runs} >= REQUIRED_THREADS
+    assert {(r["seed"], r["threads"]) for r in runs} >= {(s, t) for s in REQUIRED_SEEDS for t in REQUIRED_THREADS}
+    failed = [(r["seed"], r["threads"], r["error"]) for r in runs if not r["ok"]]
+    assert not failed, f"{src.stem}: runs that failed in the sweep: {failed}"
+    keys = set().union(*(r["values"] for r in runs))
+    missing = [(r["seed"], r["threads"], sorted(keys - set(r["values"]))) for r in runs if keys - set(r["values"])]
+    assert not missing, f"{src.stem}: keys missing from some runs: {missing[:3]}"
+    assert set(rec["claims"]) <= keys
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
+def test_thresholds_have_margin(src):
+    rec = load_record(src.stem)
+    if rec is None:
+        pytest.skip("no expect() in this notebook")
+    problems = []
+    for key, claim in rec["claims"].items():
+        why = record.margin_problem(claim["op"], claim["threshold"], values_of(rec, key))
+        if why:
+            problems.append(f"{key} {claim['op']} {claim['threshold']}: {why}")
+    assert not problems, f"{src.stem}:\n" + "\n".join(problems)
+
+
+def marker_problem(form: str, values: list[float]) -> str | None:
+    """Check one prose marker's claim against every recorded value."""
+    lo, hi = min(values), max(values)
+    if form.startswith(">"):
+        return None if lo > float(form[1:]) else f"observed min {lo:.4g} is not > {form[1:]}"
+    if form.startswith("<"):
+        return None if hi < float(form[1:]) else f"observed max {hi:.4g} is not < {form[1:]}"
+    if form.startswith("~"):
+        x = float(form[1:])
+        return None if x / 1.5 <= lo and hi <= 1.5 * x else f"observed {lo:.4g}..{hi:.4g} not within 1.5x of {x}"
+    a, sep, b = form.partition("..")
+    if not sep:
+        return f"unknown marker form {form!r} (use >X, <X, ~X or X..Y)"
+    decimals = max(len(s.partition(".")[2]) for s in (a, b)) if "e" not in form else None
+    r = (lambda v: round(v, decimals)) if decimals is not None else (lambda v: v)
+    return None if float(a) <= r(lo) and r(hi) <= float(b) else f"observed {lo:.4g}..{hi:.4g} outside {a}..{b}"
+
+
+def prose_markers(src: Path) -> list[tuple[str, str, str]]:
+    nb = jupytext.read(src)
+    out = []
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for m in MARKER.finditer(cell.source):
+                before = cell.source[max(0, m.start() - 40): m.start()]
+                out.append((m.group(1), m.group(2), before))
+    return out
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
+def test_prose_numbers_match_record(src):
+    markers = prose_markers(src)
+    if not markers:
+        pytest.skip("no <!--rec--> marker in this notebook")
+    rec = load_record(src.stem)
+    assert rec is not None, f"{src.stem}: prose markers but no record"
+    problems = []
+    for key, form, before in markers:
+        vals = values_of(rec, key)
+        if not vals:
+            problems.append(f"{key}: not in the record")
+            continue
+        why = marker_problem(form, vals)
+        if why:
+            problems.append(f"{key} {form} (after '…{before[-25:]}'): {why}")
+        a, sep, b = form.partition("..")
+        if sep and not (a in before and b in before):
+            problems.append(f"{key}: the prose before the marker should quote the range {a}–{b}")
+    assert not problems, f"{src.stem}:\n" + "\n".join(problems)
+
+
+# --- the rule itself, against hand-computed cases -----------------------------------------
+
+def test_margin_rule_by_hand():
+    # 01's case: accuracy 0.925 (1 thread) .. 0.968 (2 threads); "> 0.93" sat inside the range
+    assert record.margin_problem(">", 0.93, [0.925, 0.968]) is not None
+    # spread 0.043 -> 25% = 0.011; 3% of 0.925 = 0.028: the threshold must be <= 0.897
+    assert record.margin_problem(">", 0.897, [0.925, 0.968]) is None
+    assert record.margin_problem(">", 0.898, [0.925, 0.968]) is not None
+    assert record.margin_problem("<", 1e-4, [1.0e-6, 1.1e-6]) is None
+    assert record.margin_problem("<", 1.1e-6, [1.0e-6, 1.1e-6]) is not None
+    assert record.margin_problem("between", (-0.65, -0.35), [-0.52, -0.47]) is None
+    assert record.margin_problem("between", (-0.53, -0.35), [-0.52, -0.47]) is not None
+    assert record.margin_problem("==", 0.0, [0.0, 0.0]) is None
+    assert record.margin_problem("==", 0.0, [0.0, 1e-9]) is not None
+    assert record.margin_problem(">", 0.0, [0.0]) is not None          # touching is not a margin
+    assert record.margin_problem(">", 0.5, [float("nan"), 1.0]) is not None
+
+
+def test_marker_forms_by_hand():
+    assert marker_problem("0.96..0.98", [0.9612, 0.9795]) is None
+    assert marker_problem("0.96..0.98", [0.951, 0.97]) is not None
+    assert marker_problem(">10", [31.0, 12.0]) is None and marker_problem(">10", [9.9]) is not None
+    assert marker_problem("<1e-4", [1e-6]) is None
+    assert marker_problem("~3", [2.4, 3.5]) is None and marker_problem("~3", [1.9]) is not None
+
+
+def test_expect_checks_and_records(tmp_path, monkeypatch):
+    sink = tmp_path / "rec.jsonl"
+    monkeypatch.setenv(record.RECORD_VARIABLE, str(sink))
+    assert record.expect("a", 0.5, ">", 0.1) == 0.5
+    with pytest.raises(AssertionError, match="a2"):
+        record.expect("a2", 0.05, ">", 0.1)
+    record.measure("m", 3)
+    record.expect("flag", True, "==", True)
+    lines = [json.loads(x) for x in sink.read_text().splitlines()]
+    assert [(e["key"], e["value"]) for e in lines] == [("a", 0.5), ("a2", 0.05), ("m", 3.0), ("flag", 1.0)]
+    with pytest.raises(ValueError, match="op"):
+        record.expect("b", 1, "~", 1)
+    with pytest.raises(TypeError, match="number"):
+        record.expect("c", "high", ">", 1)
+
+
+def test_seed_knob(monkeypatch):
+    import normlab
+    from normlab import env
+
+    monkeypatch.setenv("NORMLAB_SEED", "7")
+    normlab.setup(quiet=True)
+    assert normlab.seed() == 7 and normlab.seed(1) == 8
+    monkeypatch.setenv("NORMLAB_SEED", "seven")
+    with pytest.raises(ValueError, match="NORMLAB_SEED"):
+        env.seed_from_environment()
+    monkeypatch.delenv("NORMLAB_SEED")
+    normlab.setup(quiet=True)
+    assert normlab.seed() == 0
