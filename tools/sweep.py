@@ -61,8 +61,10 @@ def run_one(src: Path, seed: int, threads: int, timeout: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         rec = Path(tmp) / "record.jsonl"
         rec.touch()
+        # OMP_WAIT_POLICY=PASSIVE: idle OpenMP threads sleep instead of spinning, so a run is not slowed
+        # many times over when other work shares the cores (it changes no result, only the waiting).
         env = dict(os.environ, NORMLAB_SEED=str(seed), NORMLAB_RECORD=str(rec), OMP_NUM_THREADS=str(threads),
-                   MKL_NUM_THREADS=str(threads), MPLBACKEND="Agg", PYTHONHASHSEED="0")
+                   MKL_NUM_THREADS=str(threads), OMP_WAIT_POLICY="PASSIVE", MPLBACKEND="Agg", PYTHONHASHSEED="0")
         t0 = time.time()
         proc = subprocess.run([sys.executable, __file__, "_one", str(src), str(timeout)], env=env, cwd=ROOT,
                               capture_output=True, text=True)
@@ -119,6 +121,14 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     from tqdm import tqdm
 
+    import fcntl
+
+    lock = open(Path(tempfile.gettempdir()) / "normlab-sweep.lock", "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print("[sweep] another sweep is running on this machine; waiting for it to finish ...", flush=True)
+        fcntl.flock(lock, fcntl.LOCK_EX)
     chosen = [s for s in nbtools.sources() if not args.only or any(s.stem.startswith(p) for p in args.only)]
     seeds, threads = parse_range(args.seeds), parse_range(args.threads)
     jobs = [(src, s, t) for src in chosen for t in threads for s in seeds]
