@@ -11,6 +11,7 @@ and prints one clear line when it finds none.
 from __future__ import annotations
 
 import html
+import unicodedata
 import sys
 from collections.abc import Sequence
 from functools import lru_cache
@@ -116,5 +117,5 @@ def _is_number(v: object) -> bool:
 
 
 def _display_width(s: str) -> int:
-    """Terminal width: CJK characters take two columns."""
-    return sum(2 if ord(ch) > 0x2E80 else 1 for ch in s)
+    """Terminal width: wide and full-width characters (CJK, full-width punctuation) take two columns."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in s)

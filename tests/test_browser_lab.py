@@ -63,8 +63,6 @@ def test_first_notebook_runs_in_jupyterlab_with_chinese_glyphs(browser, lab, art
 
 @pytest.mark.parametrize("name", WIDGET_NOTEBOOKS)
 def test_widget_responds_to_a_control(browser, lab, artifacts, name):
-    if not (ROOT / "notebooks" / f"{name}.md").exists():
-        pytest.skip(f"{name} is not written yet")
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     run_all(page, lab, name)
     assert not errors_in(page), errors_in(page)

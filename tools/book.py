@@ -78,9 +78,15 @@ def execute_all(jobs: int = 2, srcs: list[Path] | None = None) -> list[Path]:
 
     env = dict(os.environ, MPLBACKEND=KERNEL_BACKEND)
 
+    logs = ROOT / "build" / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+
     def run_one(src: Path) -> int:
-        return subprocess.call([sys.executable, "-c", RUN_ONE, str(ROOT / "tools"), str(src)],
-                               cwd=ROOT, stderr=subprocess.DEVNULL, env=env)
+        # The executor's stderr (the failing cell's traceback) goes to build/logs/NAME.log, so a
+        # failed book build can be diagnosed; it is echoed below when the notebook fails.
+        with open(logs / f"{src.stem}.log", "w", encoding="utf-8") as log:
+            return subprocess.call([sys.executable, "-c", RUN_ONE, str(ROOT / "tools"), str(src)],
+                                   cwd=ROOT, stderr=log, env=env)
 
     t0 = time.time()
     with ThreadPoolExecutor(max_workers=jobs) as pool:
@@ -94,8 +100,11 @@ def execute_all(jobs: int = 2, srcs: list[Path] | None = None) -> list[Path]:
             nbformat.write(nb, out)
     if todo:
         print(f"[normlab] executed {len(todo)} notebook(s) in {time.time() - t0:.0f} s")
+    for stem in failed:
+        tail = (logs / f"{stem}.log").read_text(encoding="utf-8", errors="replace").strip().splitlines()[-15:]
+        print(f"[normlab] {stem} failed; last lines of build/logs/{stem}.log:\n  " + "\n  ".join(tail))
     if failed:
-        raise SystemExit(f"[normlab] notebook(s) failed to execute: {', '.join(failed)}")
+        raise SystemExit(f"[normlab] notebook(s) failed to execute: {', '.join(failed)} (logs in build/logs/)")
     return [EXECUTED / (s.stem + ".ipynb") for s in srcs]
 
 

@@ -120,6 +120,7 @@ def execute(names: list[str], timeout: int = 600) -> int:
             status = "ok"
         except CellExecutionError as err:
             status, failures = f"FAILED: {str(err).splitlines()[-1] if str(err) else err!r}", failures + 1
+            print(f"[normlab] {src.stem}: the failing cell and its traceback:\n{err}", file=sys.stderr)
         jupytext.write(nb, out / (src.stem + ".ipynb"))
         for old in figs.glob(src.stem + "-cell*.png"):
             old.unlink()
