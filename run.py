@@ -7,9 +7,17 @@
     python3 run.py book      # 离线构建静态网页版课程 build/book/html/index.html
     python3 run.py slides    # 为每课生成 reveal.js 幻灯片 build/slides/*.slides.html
 
-Both create the virtual environment in .venv/ at the repository root when it is missing
-(or when pyproject.toml / requirements-tested.txt changed since it was made). Nothing
-else needs to be installed by hand. Only the standard library is used here, so this
+    python3 run.py course --reset 03      # 把 workspace/ 里第 03 课恢复原样（旧副本移到 workspace/.backup/）
+    python3 run.py course --reset-all     # 全部恢复原样，包括你在 *_learner.ipynb 里的练习答案（同样先备份）
+    python3 run.py course --torch cpu     # 选 torch 版本：auto（默认）、cpu 或 default（见 README「安装」）
+
+    python3 run.py test --python 3.13     # (maintainers) 用 Python 3.13 的独立环境 build/venvs/py3.13/ 跑全部测试
+    python3 run.py freeze [--python 3.13] # (maintainers) 把该环境的精确版本写进 requirements-tested*.txt
+    python3 run.py sweep                  # (maintainers) seeds x threads over every notebook -> normlab/records/
+
+Every command creates the virtual environment in .venv/ at the repository root when it is missing
+(or when pyproject.toml / the requirements-tested file of this Python changed since it was made).
+Nothing else needs to be installed by hand. Only the standard library is used here, so this
 file runs with any Python 3.11+ before the environment exists.
 """
 
@@ -25,15 +33,77 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
-VENV = ROOT / ".venv"
-STAMP = VENV / ".normlab-installed"
-LOCK = ROOT / "requirements-tested.txt"
 FIRST_NOTEBOOK = "00_course_map"
 IS_WINDOWS = os.name == "nt"
+# PyTorch's own published index of CPU-only wheels (the documented way to get the CPU build on Linux).
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+TORCH_CHOICES = ("auto", "cpu", "default")
 
 
 def say(msg: str) -> None:
     print(f"[normlab] {msg}", flush=True)
+
+
+def venv_dir() -> Path:
+    """.venv/, or the folder in NORMLAB_VENV (set by `run.py test --python X` for its own venv, so that
+    commands the tests start use the same one)."""
+    return Path(os.environ["NORMLAB_VENV"]) if os.environ.get("NORMLAB_VENV") else ROOT / ".venv"
+
+
+VENV = venv_dir()
+STAMP = VENV / ".normlab-installed"
+
+
+def lock_file(minor: tuple[int, int] = sys.version_info[:2]) -> Path:
+    """The constraints tested on this Python: requirements-tested.txt for 3.11 (the course machines'
+    and CI's version), requirements-tested-py3.N.txt for the others. A version without one installs
+    from the ranges in pyproject.toml."""
+    name = "requirements-tested.txt" if tuple(minor) == (3, 11) else f"requirements-tested-py{minor[0]}.{minor[1]}.txt"
+    return ROOT / name
+
+
+LOCK = lock_file()
+
+
+def use_python(python: str) -> tuple[int, int]:
+    """`--python 3.13` (or a path): build that interpreter's venv in build/venvs/py3.13/ and use it."""
+    global BASE_PYTHON, VENV, STAMP, LOCK
+    exe = find_python(python)
+    if exe is None:
+        say(f"找不到 Python {python}（试过 PATH 上的 python{python}、pyenv 和 py -{python}）。"
+            f"(no Python {python} found)")
+        sys.exit(2)
+    out = subprocess.run([exe, "-c", "import sys; print(*sys.version_info[:2])"], capture_output=True, text=True)
+    minor = tuple(int(v) for v in out.stdout.split())
+    BASE_PYTHON = exe
+    VENV = ROOT / "build" / "venvs" / f"py{minor[0]}.{minor[1]}"
+    STAMP, LOCK = VENV / ".normlab-installed", lock_file(minor)
+    os.environ["NORMLAB_VENV"] = str(VENV)
+    return minor
+
+
+def find_python(python: str) -> str | None:
+    """An interpreter for "3.13" (python3.13 on PATH, pyenv's versions, Windows' py -3.13) or a path.
+    Each candidate must run: a pyenv shim for a version that is not active fails and is skipped."""
+    if os.sep in python or python.endswith(".exe"):
+        candidates = [[python]]
+    else:
+        pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+        candidates = [[shutil.which(f"python{python}")]] if shutil.which(f"python{python}") else []
+        candidates += [[str(p)] for p in sorted(pyenv.glob(f"{python}.*/bin/python{python}"), reverse=True)]
+        candidates += [["py", f"-{python}"]] if IS_WINDOWS and shutil.which("py") else []
+    for cmd in candidates:
+        try:
+            out = subprocess.run(cmd + ["-c", "import sys; print(sys.executable)"], capture_output=True, text=True,
+                                 timeout=30)
+        except OSError:
+            continue
+        if out.returncode == 0 and out.stdout.strip():
+            return out.stdout.strip()
+    return None
+
+
+BASE_PYTHON = sys.executable
 
 
 def venv_bin(name: str) -> Path:
@@ -57,44 +127,129 @@ COURSE_EXTRAS = ("test", "book")          # what `course`, `book` and `slides` n
 TEST_EXTRAS = ("test", "book", "fused")    # `test` also checks the optional Triton kernel (normlab/fused.py)
 
 
-def installed_extras() -> set[str]:
-    """The extras the current .venv was installed with, if it matches pyproject/requirements."""
+def read_stamp() -> tuple[set[str], str]:
+    """The extras the current venv was installed with, if it matches pyproject/requirements, and the
+    torch choice it was installed with ("cpu" or "default"; "" when unknown)."""
     if not STAMP.exists():
-        return set()
+        return set(), ""
     lines = STAMP.read_text().split()
     if not lines or lines[0] != wanted_stamp():
-        return set()
-    return set(lines[1].split(",")) if len(lines) > 1 else set(COURSE_EXTRAS)
+        return set(), ""
+    extras = set(lines[1].split(",")) if len(lines) > 1 else set(COURSE_EXTRAS)
+    return extras, (lines[2] if len(lines) > 2 else "")
 
 
-def ensure_env(extras: tuple[str, ...] = COURSE_EXTRAS) -> Path:
-    """Create .venv and install normlab with its dependencies, unless already up to date."""
-    if sys.version_info < (3, 11):
+def installed_extras() -> set[str]:
+    return read_stamp()[0]
+
+
+# --- which torch: the CPU build on Linux without an NVIDIA GPU -------------------------------------
+
+def has_nvidia_gpu() -> bool:
+    """An NVIDIA driver is loaded (Linux) or nvidia-smi is on PATH."""
+    return Path("/proc/driver/nvidia/version").exists() or shutil.which("nvidia-smi") is not None
+
+
+def torch_choice(override: str = "auto", system: str = sys.platform, nvidia: bool | None = None) -> tuple[str, str]:
+    """("cpu" or "default", why). `override` is --torch / NORMLAB_TORCH: auto, cpu or default."""
+    if override == "cpu":
+        return "cpu", "你选择了 --torch cpu"
+    if override == "default":
+        return "default", "你选择了 --torch default"
+    if not system.startswith("linux"):
+        return "default", "macOS / Windows 上默认的 torch 就是 CPU（Mac 上含 MPS）版"
+    if has_nvidia_gpu() if nvidia is None else nvidia:
+        return "default", "检测到 NVIDIA GPU：用默认的 CUDA 版 torch（课程不需要 GPU，但可选小节会用它）"
+    return "cpu", "Linux、没有 NVIDIA GPU：优先 PyTorch 官方的 CPU 版（小得多）"
+
+
+def index_reachable(url: str, timeout: float = 10.0, opener=None) -> bool:
+    """Whether `url` answers (a pip index page). Uses the learner's proxy settings (urllib reads them)."""
+    import urllib.request
+    opener = opener or urllib.request.urlopen
+    try:
+        with opener(url.rstrip("/") + "/torch/", timeout=timeout) as resp:
+            return getattr(resp, "status", 200) < 400
+    except (OSError, ValueError):   # URLError, HTTPError, timeouts and DNS failures are OSErrors
+        return False
+
+
+def torch_pip_args(choice: str, probe=index_reachable) -> tuple[list[str], str]:
+    """Extra pip arguments for the torch install and the one line that explains them.
+
+    The CPU index is *added* (--extra-index-url) for the torch step only: the learner's own index
+    (a mirror in PIP_INDEX_URL or pip.conf) stays in use and is never written to."""
+    if choice != "cpu":
+        return [], "torch：默认的轮子 (default wheel)"
+    if probe(CPU_INDEX):
+        return ["--extra-index-url", CPU_INDEX], f"torch：CPU 版，来自 PyTorch 官方的 CPU 轮子索引 {CPU_INDEX}"
+    return [], (f"连不上 PyTorch 的 CPU 轮子索引 ({CPU_INDEX})，改用默认的 torch 轮子：在 Linux 上它带 CUDA 库，"
+                "多下载约 2.6 GB，课程照样能跑。(CPU wheel index unreachable: falling back to the default wheel.)")
+
+
+def torch_build(py: Path) -> str:
+    """What the venv's torch is: '2.13.0+cpu (CPU)', '2.13.0 (CUDA 13.0)', ..."""
+    code = ("import torch; c = torch.version.cuda; "
+            "print(torch.__version__, f'(CUDA {c})' if c else '(CPU)')")
+    out = subprocess.run([str(py), "-c", code], capture_output=True, text=True)
+    return out.stdout.strip() or "?"
+
+
+def ensure_env(extras: tuple[str, ...] = COURSE_EXTRAS, torch_override: str | None = None) -> Path:
+    """Create the venv and install normlab with its dependencies, unless already up to date.
+
+    Two pip steps: torch alone (from the CPU index where preferred), then the rest. A run that fails
+    halfway leaves no stamp, so running the same command again resumes (pip skips what is there)."""
+    override = torch_override or os.environ.get("NORMLAB_TORCH", "auto") or "auto"
+    if override not in TORCH_CHOICES:
+        say(f"--torch 只接受 {' / '.join(TORCH_CHOICES)}，收到 {override!r}")
+        sys.exit(2)
+    if BASE_PYTHON == sys.executable and sys.version_info < (3, 11):
         say(f"需要 Python 3.11 或更新版本，当前是 {sys.version.split()[0]}。(Python 3.11+ is required.)")
         sys.exit(1)
     py = venv_bin("python")
     if not py.exists():
-        say("创建虚拟环境 .venv/ (creating the virtual environment) ...")
-        if run([sys.executable, "-m", "venv", VENV]) != 0:
-            say("无法创建 .venv：请确认已安装 python3-venv。(could not create .venv; is python3-venv installed?)")
+        say(f"创建虚拟环境 {VENV.relative_to(ROOT) if VENV.is_relative_to(ROOT) else VENV}/ "
+            "(creating the virtual environment) ...")
+        if run([BASE_PYTHON, "-m", "venv", VENV]) != 0:
+            say("无法创建虚拟环境：请确认已安装 python3-venv。(could not create the venv; is python3-venv installed?)")
             sys.exit(1)
-    have = installed_extras()
-    if set(extras) <= have:
+    have, have_torch = read_stamp()
+    switch = override != "auto" and have_torch and torch_choice(override)[0] != have_torch
+    if set(extras) <= have and not switch:
         return py
     extras = tuple(sorted(set(extras) | have, key=TEST_EXTRAS.index))
-    say("安装依赖 (installing dependencies: torch 2.13.0 CPU, JupyterLab, ...)，首次约需 1–3 分钟 ...")
+    choice, why = torch_choice(override)
+    torch_args, how = torch_pip_args(choice)
+    say(f"{why}。{how}")
+    say("安装依赖 (installing torch 2.13.0, JupyterLab, ...)：大小和用时见 README「安装」一节 ...")
     t0 = time.time()
-    base = [py, "-m", "pip", "install", "--disable-pip-version-check", "-e", f".[{','.join(extras)}]"]
-    code = run(base + ["-c", LOCK]) if LOCK.exists() else 1
+    pip = [py, "-m", "pip", "install", "--disable-pip-version-check"]
+    lock = ["-c", LOCK] if LOCK.exists() else []
+    if not LOCK.exists():
+        say(f"没有 Python {LOCK.stem.rsplit('py', 1)[-1]} 的测试版本表 ({LOCK.name})：按 pyproject.toml 的版本范围安装。")
+    # 1. torch alone, so that the CPU index (when used) serves torch and its few dependencies only
+    if switch:   # --torch cpu / default asked for the other build than the one installed
+        run([py, "-m", "pip", "uninstall", "-y", "-q", "torch"])
+    step1 = pip + torch_args + ["torch==2.13.0"]
+    code = run(step1 + lock)
+    if code != 0 and lock:
+        code = run(step1)
+    # 2. normlab and everything else (torch is already there)
+    base = pip + ["-e", f".[{','.join(extras)}]"]
+    if code == 0:
+        code = run(base + lock) if lock else 1
+        if code != 0 and lock:
+            say(f"按测试过的精确版本 ({LOCK.name}) 安装失败，改用 pyproject.toml 的版本范围重试 ...")
+        if code != 0:
+            code = run(base)
     if code != 0:
-        say("按测试过的精确版本 (requirements-tested.txt) 安装失败，改用 pyproject.toml 的版本范围重试 ...")
-        code = run(base)
-    if code != 0:
-        say("依赖安装失败，见上方 pip 的输出。(pip install failed; see pip's output above.)")
+        say("依赖安装失败，见上方 pip 的输出。再运行同一条命令会从中断处继续。"
+            "(pip install failed, see above; running the same command again resumes.)")
         sys.exit(code)
     configure_jupyter()
-    STAMP.write_text(f"{wanted_stamp()}\n{','.join(extras)}\n")
-    say(f"环境就绪 (environment ready) in {time.time() - t0:.0f} s")
+    STAMP.write_text(f"{wanted_stamp()}\n{','.join(extras)}\n{choice}\n")
+    say(f"环境就绪 (environment ready) in {time.time() - t0:.0f} s · torch {torch_build(py)}")
     return py
 
 
@@ -130,20 +285,87 @@ def export_notebooks(py: Path, out: Path, keep_existing: bool) -> None:
         sys.exit(code)
 
 
+def workspace_dir() -> Path:
+    """workspace/ (the learner's copies), or NORMLAB_WORKSPACE (the tests use a temporary folder)."""
+    return Path(os.environ["NORMLAB_WORKSPACE"]) if os.environ.get("NORMLAB_WORKSPACE") else ROOT / "workspace"
+
+
+def shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def take_option(args: list[str], name: str, needs_value: bool) -> tuple[str | None, list[str]]:
+    """Remove `--name VALUE` / `--name=VALUE` (or a bare `--name`) from args; return (value, rest).
+    A bare `--name` that needs a value gives ""."""
+    rest, value, i = [], None, 0
+    while i < len(args):
+        a = args[i]
+        if a == name:
+            if needs_value and i + 1 < len(args) and not args[i + 1].startswith("-"):
+                value, i = args[i + 1], i + 2
+                continue
+            value = "" if needs_value else name
+        elif a.startswith(name + "="):
+            value = a.split("=", 1)[1]
+        else:
+            rest.append(a)
+        i += 1
+    return value, rest
+
+
+def reset_workspace(py: Path, workspace: Path, name: str | None, everything: bool) -> list[Path]:
+    """Put fresh copies of notebooks into the workspace; return the copies replaced.
+
+    `name` ("03", "03_layernorm", "08_drills_learner") resets that notebook; a drill notebook's
+    learner copy (NAME_learner.ipynb, where your answers are) only when named itself or with
+    `everything`. Nothing is deleted: each replaced copy moves to workspace/.backup/ with a time stamp.
+    Other files in the workspace are never touched."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        export_notebooks(py, Path(tmp), keep_existing=False)
+        fresh = sorted(Path(tmp).glob("*.ipynb"))
+        if everything:
+            chosen = fresh
+        else:
+            exact = [f for f in fresh if f.stem == name]
+            chosen = exact or [f for f in fresh if f.stem.startswith(name) and not f.stem.endswith("_learner")]
+            if not name or not chosen:
+                say(f"--reset 需要一个课名，例如 --reset 03（可选：{', '.join(f.stem for f in fresh)}）；"
+                    "--reset-all 恢复全部。(--reset needs a notebook name.)")
+                sys.exit(2)
+        workspace.mkdir(parents=True, exist_ok=True)
+        backup = workspace / ".backup"
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        replaced = []
+        for f in chosen:
+            dst = workspace / f.name
+            if dst.exists():
+                backup.mkdir(exist_ok=True)
+                shutil.move(str(dst), backup / f"{f.stem}.{stamp}.ipynb")
+                replaced.append(dst)
+            shutil.copyfile(f, dst)
+    kept = sorted(p.name for p in workspace.glob("*_learner.ipynb") if p not in replaced)
+    say(f"已恢复 {len(chosen)} 个 notebook；旧副本在 {shown(backup)}/" +
+        (f"；你的练习答案 {', '.join(kept)} 没有动" if kept else ""))
+    return replaced
+
+
 def cmd_course(args: list[str]) -> int:
     """Copy the notebooks into workspace/ (your own copies: edit freely) and open JupyterLab."""
+    name, args = take_option(args, "--reset", needs_value=True)
+    everything, args = take_option(args, "--reset-all", needs_value=False)
     py = ensure_env()
-    reset = "--reset" in args
-    workspace = ROOT / "workspace"
-    if reset and workspace.exists():
-        shutil.rmtree(workspace)
+    workspace = workspace_dir()
+    if name is not None or everything:
+        reset_workspace(py, workspace, name, bool(everything))
     export_notebooks(py, workspace, keep_existing=True)
-    say(f"打开 JupyterLab：workspace/{FIRST_NOTEBOOK}.ipynb（workspace/ 里是你自己的副本，可随意修改；"
-        f"python3 run.py course --reset 恢复原样）")
-    cmd = [venv_bin("jupyter"), "lab", f"workspace/{FIRST_NOTEBOOK}.ipynb"]
+    say(f"打开 JupyterLab：{shown(workspace)}/{FIRST_NOTEBOOK}.ipynb（{shown(workspace)}/ 里是你自己的副本，"
+        f"可随意修改；python3 run.py course --reset 03 把第 03 课恢复原样）")
+    cmd = [venv_bin("jupyter"), "lab", workspace / f"{FIRST_NOTEBOOK}.ipynb"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
-    cmd += [a for a in args if a != "--reset"]
+    cmd += args
     if IS_WINDOWS:
         return run(cmd)
     os.chdir(ROOT)
@@ -167,21 +389,32 @@ def cmd_test(args: list[str]) -> int:
                 "--nbval-cell-timeout", "300", "-n", "2", "--dist", "loadscope", "-p", "no:cacheprovider",
                 "--durations", "15",
                 *args], env=env)
-    say(f"测试用时 (test time): {time.time() - t0:.0f} s, exit code {code}")
+    say(f"测试用时 (test time): {time.time() - t0:.0f} s, exit code {code} · Python "
+        f"{'.'.join(map(str, python_version(py)))} · torch {torch_build(py)} · venv {shown(VENV)}")
     return code
 
 
+def python_version(py: Path) -> tuple[int, ...]:
+    out = subprocess.run([str(py), "-c", "import sys; print(*sys.version_info[:2])"], capture_output=True, text=True)
+    return tuple(int(v) for v in out.stdout.split())
+
+
 def cmd_freeze(args: list[str]) -> int:
-    """(maintainers) Record the exact versions in .venv after a passing test run."""
+    """(maintainers) Record the exact versions in the venv after a passing test run, for its Python."""
     py = ensure_env(TEST_EXTRAS)
     out = subprocess.run([str(py), "-m", "pip", "freeze", "--exclude-editable"], capture_output=True, text=True,
                          check=True).stdout
     pins = sorted(line.split("+")[0] for line in out.splitlines() if "==" in line)  # drop +cpu labels
-    header = ["# Exact versions of the last passing `python3 run.py test` (Python "
-              f"{sys.version_info.major}.{sys.version_info.minor}, Linux x86-64, CPU).",
-              "# Used as pip constraints by run.py. Regenerate with: python3 run.py freeze"]
+    major, minor = python_version(py)
+    header = ["# Exact versions of the last passing `python3 run.py test"
+              f"{'' if (major, minor) == (3, 11) else f' --python {major}.{minor}'}` (Python {major}.{minor}, "
+              f"Linux x86-64, torch {torch_build(py)}).",
+              "# Used as pip constraints by run.py on this Python version. Regenerate with: python3 run.py freeze"
+              f"{'' if (major, minor) == (3, 11) else f' --python {major}.{minor}'}"]
     LOCK.write_text("\n".join(header + pins) + "\n")
-    STAMP.write_text(f"{wanted_stamp()}\n{','.join(TEST_EXTRAS)}\n")
+    have, choice = read_stamp()
+    STAMP.write_text(f"{wanted_stamp()}\n{','.join(sorted(have | set(TEST_EXTRAS), key=TEST_EXTRAS.index))}\n"
+                     f"{choice}\n")
     say(f"{len(pins)} versions -> {LOCK.name}")
     return 0
 
@@ -205,11 +438,18 @@ COMMANDS = {"course": cmd_course, "test": cmd_test, "book": cmd_book, "slides": 
             "sweep": cmd_sweep}
 
 
-def main() -> int:
-    if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
+def main(argv: list[str] = sys.argv[1:]) -> int:
+    if not argv or argv[0] not in COMMANDS:
         print(__doc__)
         return 2
-    return COMMANDS[sys.argv[1]](sys.argv[2:])
+    args = argv[1:]
+    torch, args = take_option(args, "--torch", needs_value=True)
+    if torch is not None:
+        os.environ["NORMLAB_TORCH"] = torch   # read by ensure_env, and by run.py commands the tests start
+    python, args = take_option(args, "--python", needs_value=True)
+    if python:
+        use_python(python)
+    return COMMANDS[argv[0]](args)
 
 
 if __name__ == "__main__":
