@@ -174,14 +174,14 @@ def index_reachable(url: str, timeout: float = 10.0, opener=None) -> bool:
         return False
 
 
-def torch_pip_args(choice: str, probe=index_reachable) -> tuple[list[str], str]:
+def torch_pip_args(choice: str, probe=None) -> tuple[list[str], str]:
     """Extra pip arguments for the torch install and the one line that explains them.
 
     The CPU index is *added* (--extra-index-url) for the torch step only: the learner's own index
     (a mirror in PIP_INDEX_URL or pip.conf) stays in use and is never written to."""
     if choice != "cpu":
         return [], "torch：默认的轮子 (default wheel)"
-    if probe(CPU_INDEX):
+    if (probe or index_reachable)(CPU_INDEX):
         return ["--extra-index-url", CPU_INDEX], f"torch：CPU 版，来自 PyTorch 官方的 CPU 轮子索引 {CPU_INDEX}"
     return [], (f"连不上 PyTorch 的 CPU 轮子索引 ({CPU_INDEX})，改用默认的 torch 轮子：在 Linux 上它带 CUDA 库，"
                 "多下载约 2.6 GB，课程照样能跑。(CPU wheel index unreachable: falling back to the default wheel.)")
@@ -248,8 +248,10 @@ def ensure_env(extras: tuple[str, ...] = COURSE_EXTRAS, torch_override: str | No
             "(pip install failed, see above; running the same command again resumes.)")
         sys.exit(code)
     configure_jupyter()
-    STAMP.write_text(f"{wanted_stamp()}\n{','.join(extras)}\n{choice}\n")
-    say(f"环境就绪 (environment ready) in {time.time() - t0:.0f} s · torch {torch_build(py)}")
+    build = torch_build(py)
+    got = "cpu" if build.endswith("(CPU)") else "default"   # what was installed, fallback included
+    STAMP.write_text(f"{wanted_stamp()}\n{','.join(extras)}\n{got}\n")
+    say(f"环境就绪 (environment ready) in {time.time() - t0:.0f} s · torch {build}")
     return py
 
 

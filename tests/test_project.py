@@ -7,6 +7,7 @@ import tomllib
 from pathlib import Path
 
 import jupytext
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -14,6 +15,20 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _norm(req: str) -> str:
     return re.sub(r"\s+", "", req).lower().replace("_", "-")
+
+
+def version_tuple(v: str) -> tuple[int, ...]:
+    """'3.11' -> (3, 11): versions compare as numbers ("3.9" < "3.11"), never as strings."""
+    return tuple(int(p) for p in re.findall(r"\d+", v))
+
+
+def requires_python(project: dict) -> str:
+    return project["requires-python"].removeprefix(">=")
+
+
+def test_versions_compare_as_numbers():
+    assert version_tuple("3.9") < version_tuple("3.11") < version_tuple("3.13.0")
+    assert not version_tuple("3.9") >= version_tuple("3.11")   # as strings, "3.9" >= "3.11"
 
 
 def test_environment_yml_matches_pyproject():
@@ -27,17 +42,32 @@ def test_environment_yml_matches_pyproject():
     assert listed == wanted, f"only in environment.yml: {listed - wanted}; only in pyproject: {wanted - listed}"
     assert "-e ." in pip_sections[0]
     python = [d for d in env["dependencies"] if isinstance(d, str) and d.startswith("python")]
-    assert python and python[0].split("=")[-1] >= "3.11"
+    assert python and version_tuple(python[0].split("=")[-1]) >= version_tuple(requires_python(project))
     assert "torch==2.13.0" in project["dependencies"]
 
 
-def test_tested_versions_are_recorded_and_satisfy_pyproject():
-    lock = dict(line.split("==") for line in (ROOT / "requirements-tested.txt").read_text().splitlines()
-                if "==" in line and not line.startswith("#"))
+LOCKS = {(3, 11): "requirements-tested.txt", (3, 12): "requirements-tested-py3.12.txt",
+         (3, 13): "requirements-tested-py3.13.txt"}
+
+
+@pytest.mark.parametrize("minor", sorted(LOCKS), ids=lambda v: f"py{v[0]}.{v[1]}")
+def test_tested_versions_are_recorded_and_satisfy_pyproject(minor):
+    text = (ROOT / LOCKS[minor]).read_text()
+    assert f"(Python {minor[0]}.{minor[1]}," in text.splitlines()[0], "header names the Python it was tested on"
+    lock = dict(line.split("==") for line in text.splitlines() if "==" in line and not line.startswith("#"))
     lock = {k.lower().replace("_", "-"): v for k, v in lock.items()}
-    assert lock["torch"].startswith("2.13.0")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    torch_pin = next(r.split("==")[1] for r in project["dependencies"] if r.startswith("torch=="))
+    assert lock["torch"] == torch_pin
     for name in ("numpy", "matplotlib", "ipywidgets", "jupyterlab", "jupytext", "nbval", "pytest", "mplfonts"):
         assert name in lock, name
+
+
+def test_tested_pythons_cover_requires_python():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert min(LOCKS) == version_tuple(requires_python(project))
+    from normlab.env import TESTED_PYTHONS
+    assert tuple(sorted(LOCKS)) == TESTED_PYTHONS   # 00's check warns outside this matrix
 
 
 def notebook_sources():
@@ -52,5 +82,5 @@ def test_every_notebook_is_a_jupytext_myst_notebook_that_checks_itself():
         assert nb.metadata["jupytext"]["text_representation"]["format_name"] == "myst", src.name
         code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
         assert "normlab.setup(" in code, f"{src.name}: first code should call normlab.setup()"
-        assert re.search(r"^\s*assert ", code, re.M), f"{src.name}: no assert, nbval would check nothing"
+        assert re.search(r"\bexpect\(|^\s*assert ", code, re.M), f"{src.name}: no expect(), nbval would check nothing"
         assert "../shared" not in src.read_text(), f"{src.name} reads ../shared, which learners do not have"

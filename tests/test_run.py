@@ -1,31 +1,49 @@
-"""The README's first command really opens the course: `python3 run.py course` serves notebook 00."""
+"""run.py, the learner's only entry point: `course` serves notebook 00 from the workspace, `--reset`
+keeps the learner's answers, the torch build is chosen for the machine, pip's configuration is kept."""
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import secrets
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
+
+import pytest
 
 from conftest import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_course_command_serves_the_first_notebook_from_workspace():
+def load_run():
+    spec = importlib.util.spec_from_file_location("normlab_run_py", ROOT / "run.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture
+def runpy():
+    return load_run()
+
+
+def test_course_command_serves_the_first_notebook_from_workspace(tmp_path):
+    workspace = tmp_path / "ws"   # never the checkout's own workspace/, where a learner's answers live
     port, token = free_port(), secrets.token_hex(8)
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "run.py"), "course", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
          f"--IdentityProvider.token={token}"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        env=dict(os.environ, PYTHONUNBUFFERED="1", NORMLAB_WORKSPACE=str(workspace)))
     try:
-        url = f"http://127.0.0.1:{port}/api/contents/00_course_map.ipynb?token={token}"  # root: workspace/
+        url = f"http://127.0.0.1:{port}/api/contents/00_course_map.ipynb?token={token}"  # root: the workspace
         for _ in range(120):
             with contextlib.suppress(OSError):
                 with urllib.request.urlopen(url, timeout=2) as resp:
@@ -36,8 +54,270 @@ def test_course_command_serves_the_first_notebook_from_workspace():
             raise AssertionError("run.py course did not serve the notebook")
         assert model["type"] == "notebook" and model["content"]["cells"]
         sources = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.md"))
-        assert all((ROOT / "workspace" / f"{s}.ipynb").exists() for s in sources)
+        assert sources and all((workspace / f"{s}.ipynb").exists() for s in sources)
     finally:
         proc.terminate()
         out = proc.communicate(timeout=20)[0]
-    assert "workspace/00_course_map.ipynb" in out  # it told the learner where they are
+    assert f"{workspace}/00_course_map.ipynb" in out  # it told the learner where they are
+
+
+# --- course --reset ---------------------------------------------------------------------------
+
+def edited(path: Path, text: str) -> None:
+    nb = json.loads(path.read_text())
+    nb["cells"].append({"cell_type": "markdown", "metadata": {}, "source": text})
+    path.write_text(json.dumps(nb))
+
+
+@pytest.fixture(scope="module")
+def fresh_workspace(tmp_path_factory):
+    """A workspace as `run.py course` first makes it (one export, copied by each test)."""
+    ws = tmp_path_factory.mktemp("ws0")
+    load_run().export_notebooks(Path(sys.executable), ws, keep_existing=False)
+    return ws
+
+
+@pytest.fixture
+def workspace(fresh_workspace, tmp_path):
+    import shutil
+
+    ws = tmp_path / "workspace"
+    shutil.copytree(fresh_workspace, ws)
+    learner = sorted(ws.glob("*_learner.ipynb"))
+    assert learner, "the drill notebook should have a learner copy"
+    edited(ws / "03_layernorm.ipynb", "MY NOTES 03")
+    edited(ws / "05_deepnorm.ipynb", "MY NOTES 05")
+    edited(learner[0], "MY DRILL ANSWER")
+    (ws / "my_own_file.py").write_text("x = 1\n")
+    return ws
+
+
+def text(path: Path) -> str:
+    return path.read_text()
+
+
+def test_reset_one_notebook_keeps_the_others_and_backs_up_the_old_copy(runpy, workspace):
+    replaced = runpy.reset_workspace(Path(sys.executable), workspace, "03", everything=False)
+    assert replaced == [workspace / "03_layernorm.ipynb"]
+    assert "MY NOTES 03" not in text(workspace / "03_layernorm.ipynb")
+    backups = list((workspace / ".backup").glob("03_layernorm.*.ipynb"))
+    assert len(backups) == 1 and "MY NOTES 03" in text(backups[0])
+    assert "MY NOTES 05" in text(workspace / "05_deepnorm.ipynb")
+    assert "MY DRILL ANSWER" in text(next(workspace.glob("*_learner.ipynb")))
+    assert (workspace / "my_own_file.py").exists()
+
+
+def test_reset_of_the_drill_notebook_keeps_the_learners_answers(runpy, workspace):
+    learner = next(workspace.glob("*_learner.ipynb"))
+    number = learner.name[:2]
+    replaced = runpy.reset_workspace(Path(sys.executable), workspace, number, everything=False)
+    assert learner not in replaced and replaced
+    assert "MY DRILL ANSWER" in text(learner)
+    # named itself, the learner copy is reset, and the answers are in the backup
+    runpy.reset_workspace(Path(sys.executable), workspace, learner.stem, everything=False)
+    assert "MY DRILL ANSWER" not in text(learner)
+    assert any("MY DRILL ANSWER" in text(b) for b in (workspace / ".backup").glob(f"{learner.stem}.*.ipynb"))
+
+
+def test_reset_all_resets_every_notebook_but_deletes_nothing(runpy, workspace):
+    runpy.reset_workspace(Path(sys.executable), workspace, None, everything=True)
+    for nb in workspace.glob("*.ipynb"):
+        assert "MY " not in text(nb), nb.name
+    backed_up = "".join(text(b) for b in (workspace / ".backup").glob("*.ipynb"))
+    assert all(s in backed_up for s in ("MY NOTES 03", "MY NOTES 05", "MY DRILL ANSWER"))
+    assert (workspace / "my_own_file.py").exists()
+
+
+@pytest.mark.parametrize("name", ["", "99_nothing"])
+def test_reset_without_a_valid_name_changes_nothing(runpy, workspace, name, capsys):
+    before = {p.name: text(p) for p in workspace.glob("*.ipynb")}
+    with pytest.raises(SystemExit) as exc:
+        runpy.reset_workspace(Path(sys.executable), workspace, name, everything=False)
+    assert exc.value.code == 2
+    assert {p.name: text(p) for p in workspace.glob("*.ipynb")} == before
+    assert "--reset 03" in capsys.readouterr().out
+
+
+def test_reset_options_are_taken_out_of_jupyterlabs_arguments(runpy):
+    assert runpy.take_option(["--reset", "03", "--no-browser"], "--reset", True) == ("03", ["--no-browser"])
+    assert runpy.take_option(["--reset=08_drills_learner"], "--reset", True) == ("08_drills_learner", [])
+    assert runpy.take_option(["--reset", "--port=1"], "--reset", True) == ("", ["--port=1"])
+    assert runpy.take_option(["--reset-all", "--port=1"], "--reset", True) == (None, ["--reset-all", "--port=1"])
+    assert runpy.take_option(["--reset-all"], "--reset-all", False) == ("--reset-all", [])
+
+
+# --- which torch ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("system, nvidia, override, want", [
+    ("linux", False, "auto", "cpu"),          # the common learner's laptop: no CUDA libraries
+    ("linux", True, "auto", "default"),       # an NVIDIA GPU: the CUDA build can use it
+    ("darwin", False, "auto", "default"),     # macOS wheels are CPU + MPS already
+    ("win32", False, "auto", "default"),      # Windows' default wheel is the CPU build
+    ("linux", False, "default", "default"),   # the flag overrides ...
+    ("linux", True, "cpu", "cpu"),
+    ("darwin", False, "cpu", "cpu"),
+])
+def test_torch_choice(runpy, system, nvidia, override, want):
+    choice, why = runpy.torch_choice(override, system=system, nvidia=nvidia)
+    assert choice == want and why
+
+
+def test_cpu_index_reachable_adds_it_as_an_extra_index(runpy):
+    asked = []
+    args, line = runpy.torch_pip_args("cpu", probe=lambda url: asked.append(url) or True)
+    assert asked == [runpy.CPU_INDEX]
+    assert args == ["--extra-index-url", runpy.CPU_INDEX]
+    assert "--index-url" not in args        # never replaces the learner's index (a mirror)
+    assert "CPU" in line
+
+
+def test_cpu_index_unreachable_falls_back_to_the_default_wheel_with_one_line(runpy):
+    args, line = runpy.torch_pip_args("cpu", probe=lambda url: False)
+    assert args == []
+    assert "\n" not in line and runpy.CPU_INDEX in line and "默认" in line
+
+
+def test_default_choice_does_not_probe(runpy):
+    args, _ = runpy.torch_pip_args("default", probe=lambda url: pytest.fail("probed"))
+    assert args == []
+
+
+class FakeResponse:
+    status = 200
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+@pytest.mark.parametrize("error", [urllib.error.URLError("no route"), TimeoutError("timed out"),
+                                   ConnectionRefusedError(), urllib.error.HTTPError("u", 403, "no", {}, None)])
+def test_index_probe_is_false_when_the_index_cannot_be_reached(runpy, error):
+    def opener(url, timeout):
+        raise error
+    assert runpy.index_reachable(runpy.CPU_INDEX, opener=opener) is False
+
+
+def test_index_probe_is_true_when_the_index_answers(runpy):
+    seen = []
+    assert runpy.index_reachable(runpy.CPU_INDEX, timeout=3, opener=lambda url, timeout: seen.append(url)
+                                 or FakeResponse()) is True
+    assert seen == [runpy.CPU_INDEX + "/torch/"]
+
+
+@pytest.fixture
+def fake_install(runpy, tmp_path, monkeypatch):
+    """ensure_env with pip replaced by a recorder (and an existing interpreter as the venv's python)."""
+    calls = []
+    monkeypatch.setattr(runpy, "VENV", tmp_path / "venv")
+    monkeypatch.setattr(runpy, "STAMP", tmp_path / "stamp")
+    monkeypatch.setattr(runpy, "venv_bin", lambda name: Path(sys.executable))
+    monkeypatch.setattr(runpy, "configure_jupyter", lambda: None)
+    # the build pip would install: the CPU index gives +cpu, Linux's default wheel is a CUDA build
+    monkeypatch.setattr(runpy, "torch_build", lambda py: "2.13.0+cpu (CPU)" if any(
+        "--extra-index-url" in c for c in calls) else "2.13.0 (CUDA 13.0)")
+    monkeypatch.setattr(runpy, "run", lambda cmd, **kw: calls.append([str(c) for c in cmd]) or 0)
+    monkeypatch.setattr(runpy, "has_nvidia_gpu", lambda: False)
+    monkeypatch.setattr(runpy.sys, "platform", "linux")
+    monkeypatch.delenv("NORMLAB_TORCH", raising=False)
+    return calls
+
+
+@pytest.mark.parametrize("reachable", [True, False])
+def test_install_prefers_the_cpu_index_and_keeps_pip_configuration(runpy, fake_install, monkeypatch, reachable,
+                                                                   capsys):
+    monkeypatch.setattr(runpy, "index_reachable", lambda url, **kw: reachable)
+    monkeypatch.setenv("PIP_INDEX_URL", "https://mirror.example/simple")   # a learner's mirror
+    runpy.ensure_env(("test",))
+    torch_step, rest = fake_install[0], fake_install[1:]
+    assert "torch==2.13.0" in torch_step and "-e" not in torch_step   # torch alone, first
+    assert ("--extra-index-url" in torch_step) == reachable
+    for cmd in fake_install:   # the mirror stays: no --index-url, no pip config written, no isolated mode
+        assert "--index-url" not in cmd and "-i" not in cmd and "config" not in cmd and "--isolated" not in cmd
+        assert all(runpy.CPU_INDEX not in c for c in cmd) or cmd is torch_step
+    assert os.environ["PIP_INDEX_URL"] == "https://mirror.example/simple"
+    assert any("-e" in cmd for cmd in rest)
+    out = capsys.readouterr().out
+    assert ("改用默认的 torch 轮子" in out) != reachable
+    assert runpy.read_stamp() == ({"test"}, "cpu" if reachable else "default")   # what was installed
+
+
+def test_torch_flag_switches_an_installed_build(runpy, fake_install, monkeypatch):
+    monkeypatch.setattr(runpy, "index_reachable", lambda url, **kw: False)
+    runpy.ensure_env(("test",))                       # index unreachable: the default (CUDA) build went in
+    assert runpy.read_stamp()[1] == "default"
+    fake_install.clear()
+    runpy.ensure_env(("test",))                       # up to date: nothing to do
+    assert fake_install == []
+    monkeypatch.setattr(runpy, "index_reachable", lambda url, **kw: True)
+    runpy.ensure_env(("test",), torch_override="cpu")  # the flag: swap it for the CPU build
+    assert fake_install[0][3:] == ["uninstall", "-y", "-q", "torch"]
+    assert "--extra-index-url" in fake_install[1]
+    assert runpy.read_stamp()[1] == "cpu"
+    fake_install.clear()
+    runpy.ensure_env(("test",), torch_override="cpu")  # asked again: already the CPU build
+    assert fake_install == []
+
+
+def test_each_python_has_its_own_constraints_file(runpy):
+    assert runpy.lock_file((3, 11)).name == "requirements-tested.txt"
+    assert runpy.lock_file((3, 13)).name == "requirements-tested-py3.13.txt"
+    for minor in (11, 12, 13):
+        assert runpy.lock_file((3, minor)).exists(), f"no constraints tested on Python 3.{minor}"
+
+
+def test_python_option_builds_a_separate_venv(runpy, monkeypatch):
+    monkeypatch.setenv("NORMLAB_VENV", "")
+    minor = runpy.use_python(sys.executable)
+    assert minor == sys.version_info[:2]
+    assert runpy.VENV == ROOT / "build" / "venvs" / f"py{minor[0]}.{minor[1]}"
+    assert os.environ["NORMLAB_VENV"] == str(runpy.VENV)   # commands the tests start use the same venv
+    assert runpy.find_python("2.1") is None
+
+
+# --- 00's environment check catches a wrong install -----------------------------------------------
+
+def fake_torch(cuda=None, hip=None, mps_built=False, mps_ok=False, gpu=None):
+    from types import SimpleNamespace as NS
+    return NS(version=NS(cuda=cuda, hip=hip),
+              backends=NS(mps=NS(is_built=lambda: mps_built, is_available=lambda: mps_ok)),
+              cuda=NS(is_available=lambda: gpu is not None, get_device_name=lambda i: gpu))
+
+
+@pytest.mark.parametrize("t, build, gpu", [
+    (fake_torch(), "CPU", None),
+    (fake_torch(cuda="13.0"), "CUDA 13.0", None),
+    (fake_torch(cuda="13.0", gpu="NVIDIA H100"), "CUDA 13.0", "NVIDIA H100"),
+    (fake_torch(mps_built=True, mps_ok=True), "CPU + MPS", "Apple MPS"),
+    (fake_torch(hip="6.4"), "ROCm 6.4", None),
+])
+def test_env_check_names_the_torch_build_and_the_gpu(t, build, gpu):
+    from normlab import env
+    assert env.torch_build(t) == build and env.usable_gpu(t) == gpu
+
+
+def test_env_check_warns_on_a_cuda_build_without_a_gpu():
+    from normlab.env import unexpected
+    ok = dict(python=(3, 12), torch_version="2.13.0", pin="2.13.0")
+    assert unexpected(build="CUDA 13.0", gpu="NVIDIA H100", driver=True, system="linux", **ok) == []
+    assert unexpected(build="CPU", gpu=None, driver=False, system="linux", **dict(ok, torch_version="2.13.0+cpu")) == []
+    assert unexpected(build="CPU + MPS", gpu="Apple MPS", driver=False, system="darwin", **ok) == []
+    wasted = unexpected(build="CUDA 13.0", gpu=None, driver=False, system="linux", **ok)
+    assert len(wasted) == 1 and "GB" in wasted[0] and "--torch cpu" in wasted[0]
+    assert len(unexpected(build="CUDA 13.0", gpu=None, driver=True, system="linux", **ok)) == 2  # driver too old?
+    assert "--torch default" in unexpected(build="CPU", gpu=None, driver=True, system="linux", **ok)[0]
+    assert "3.10" in unexpected(build="CPU", gpu=None, driver=False, system="linux", **dict(ok, python=(3, 10)))[0]
+    assert "2.12.0" in unexpected(build="CPU", gpu=None, driver=False, system="linux",
+                                  **dict(ok, torch_version="2.12.0+cpu"))[0]
+
+
+def test_env_check_on_this_machine_matches_the_install():
+    import torch
+    from normlab import env
+    check = env.check()
+    assert check.pin == "2.13.0" and check.torch_as_pinned   # from normlab's installed metadata
+    assert check.build.startswith("CUDA") == bool(torch.version.cuda)
+    table = str(env.report())
+    assert check.build in table and ("warning" in table) == bool(check.warnings)
