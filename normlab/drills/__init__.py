@@ -4,6 +4,19 @@
     report = drills.check("layernorm", MyLayerNorm)   # a class, as torch.nn.LayerNorm is called
     report.passed, report.findings                    # and it renders as a table in a notebook
 
+Two levels in every report (issue 16), each with a one-line verdict ("面试级 ✓ · 工程级 2 项"):
+    interview  (面试级)  the formula and semantics an interviewer checks. LN/RMS: the last dimension
+                        given as an int, float32, eps passed through (eps 1e-5 and 1e-2, |x| 1e-3..1e3),
+                        γ/β, gradients. BN: train/eval via self.training, running statistics as
+                        buffers, the momentum convention, unbiased running variance, in the layout
+                        the submission supports ((N, C) and/or (N, C, H, W)).
+    production (工程级)  a drop-in for the torch module: tuple normalized_shape, float16/bfloat16 with
+                        a float32 upcast, torch's default eps, both BN ranks, momentum=None,
+                        state_dict names and shapes, torch's constructor signature.
+``report.passed`` is the interview level; ``report.passed_production`` (or
+``report.passed_at("production")``) the strict one. ``check(kind, impl, level="production")``
+makes the strict level the one the report leads with (and the CLI's exit status).
+
 Kinds and what ``impl`` is (signatures mirror torch.nn):
     "layernorm"           class LayerNorm(normalized_shape, eps=1e-5): weight, bias
     "rmsnorm"             class RMSNorm(normalized_shape, eps=1e-6): weight only
@@ -15,42 +28,50 @@ Kinds and what ``impl`` is (signatures mirror torch.nn):
     "deepnorm_constants"  f(arch, N, M) -> (alpha, beta), arch in encoder / decoder /
                           encdec_encoder / encdec_decoder (Wang et al. 2022 §4.3)
     "deepnorm_residual"   f(x, fx, alpha) -> LN(alpha * x + fx)   (LN without affine, last dim)
+    "deepnorm_init"       f(block, beta) initialises block.attn.{q,k,v,out}_proj and block.ffn.fc1/fc2
+                          in place: Xavier with gain beta for v/out/fc1/fc2, gain 1 for q/k (§4.3)
     "prenorm_block"       f(x, sublayer, norm) -> x + sublayer(norm(x))
     "postnorm_block"      f(x, sublayer, norm) -> norm(x + sublayer(x))
     "dyt"                 class DyT(d, alpha_init=0.5): weight * tanh(alpha * x) + bias (notebook 07)
 
 Every check compares with torch's own functions (F.layer_norm, F.rms_norm, F.batch_norm) or
-float64 autograd; when an output differs, the usual wrong formulas are tried to name the mistake.
-Learner code runs under a time limit; an exception, a wrong shape or dtype, NaN or a timeout
-becomes a finding, never a crash of the checker. Command line:
-    python -m normlab.drills layernorm path/to/my_ln.py
+float64 autograd; when an output differs, the known wrong formulas and their combinations
+(unbiased variance, eps outside the root / missing / ignored, no square root, (1 + weight),
+every subset of reduction axes, ...) are searched to name the mistake. A submission whose names
+or shapes differ from torch's (gamma/beta, a_2/b_2, (1, C, 1, 1) parameters, a required num_dims)
+is still checked; the difference is a production finding. Learner code runs under a time limit;
+an exception in any step, a wrong shape or dtype, NaN or a timeout becomes a finding of that step,
+never a crash of the checker or a lost report. Command line:
+    python -m normlab.drills layernorm path/to/my_ln.py [--level production]
 """
 
 from __future__ import annotations
 
 import time
 
-from .checks import (backward_checks, block_checks, bn_checks, deepnorm_constant_checks, deepnorm_residual_checks,
-                     dyt_checks, ln_checks)
-from .report import Finding, Report, SubmissionError
+from .checks import (backward_checks, block_checks, bn_checks, deepnorm_constant_checks, deepnorm_init_checks,
+                     deepnorm_residual_checks, dyt_checks, ln_checks)
+from .report import LEVELS, Finding, Report, SubmissionError
 
 KINDS = {
-    "layernorm": lambda impl: ln_checks(impl, rms=False),
-    "rmsnorm": lambda impl: ln_checks(impl, rms=True),
+    "layernorm": lambda impl, out: ln_checks(impl, rms=False, out=out),
+    "rmsnorm": lambda impl, out: ln_checks(impl, rms=True, out=out),
     "batchnorm": bn_checks,
-    "layernorm_backward": lambda fn: backward_checks(fn, "layernorm"),
-    "batchnorm_backward": lambda fn: backward_checks(fn, "batchnorm"),
-    "rmsnorm_backward": lambda fn: backward_checks(fn, "rmsnorm"),
+    "layernorm_backward": lambda fn, out: backward_checks(fn, "layernorm", out),
+    "batchnorm_backward": lambda fn, out: backward_checks(fn, "batchnorm", out),
+    "rmsnorm_backward": lambda fn, out: backward_checks(fn, "rmsnorm", out),
     "deepnorm_constants": deepnorm_constant_checks,
     "deepnorm_residual": deepnorm_residual_checks,
-    "prenorm_block": lambda fn: block_checks(fn, "pre"),
-    "postnorm_block": lambda fn: block_checks(fn, "post"),
+    "deepnorm_init": deepnorm_init_checks,
+    "prenorm_block": lambda fn, out: block_checks(fn, "pre", out),
+    "postnorm_block": lambda fn, out: block_checks(fn, "post", out),
     "dyt": dyt_checks,
 }
 NAMES = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm", "batchnorm": "BatchNorm",
          "layernorm_backward": "layernorm_backward", "batchnorm_backward": "batchnorm_backward",
          "rmsnorm_backward": "rmsnorm_backward", "deepnorm_constants": "deepnorm_constants",
-         "deepnorm_residual": "deepnorm_residual", "prenorm_block": "prenorm_block", "postnorm_block": "postnorm_block", "dyt": "DyT"}
+         "deepnorm_residual": "deepnorm_residual", "deepnorm_init": "deepnorm_init", "prenorm_block": "prenorm_block",
+         "postnorm_block": "postnorm_block", "dyt": "DyT"}
 
 
 _started: dict[str, float] = {}
@@ -61,21 +82,28 @@ def start(kind: str) -> None:
     _started[kind] = time.time()
 
 
-def check(kind: str, impl) -> Report:
-    """Run every check of ``kind`` on ``impl`` and return a Report (never raises for learner bugs)."""
+def check(kind: str, impl, level: str = "interview") -> Report:
+    """Run every check of ``kind`` on ``impl`` and return a Report (never raises for learner bugs).
+
+    ``report.passed`` is the interview level whatever ``level`` is; ``level`` picks the level the
+    report leads with and ``report.passed_at()`` answers for (the CLI's ``--level``)."""
     if kind not in KINDS:
         raise ValueError(f"未知的练习类型 (unknown drill kind) {kind!r}；可选: {sorted(KINDS)}")
+    if level not in LEVELS:
+        raise ValueError(f"未知的级别 (unknown level) {level!r}；可选: {list(LEVELS)}")
+    findings: list[Finding] = []
     try:
-        findings = KINDS[kind](impl)
-    except SubmissionError as err:
-        findings = [Finding("raised", False, f"你的代码报错了 (your code raised): {err}")]
+        KINDS[kind](impl, findings)
+    except SubmissionError as err:   # a timeout stops the checks: keep what was found so far
+        findings.append(Finding("timeout" if "time limit" in str(err) else "raised", False,
+                                f"你的代码报错了 (your code raised): {err}；之后的检查没有运行"))
     except Exception as err:  # noqa: BLE001 - a checker must report, not crash
-        findings = [Finding("unexpected", False, f"检查时出错 (the submission broke a check): "
-                                                 f"{type(err).__name__}: {err}")]
-    report = Report(kind, findings)
+        findings.append(Finding("checker", False, f"检查时出错 (the submission broke a check): "
+                                                  f"{type(err).__name__}: {err}"))
+    report = Report(kind, findings, level=level)
     if kind in _started:
         report.elapsed = time.time() - _started[kind]
     return report
 
 
-__all__ = ["check", "start", "KINDS", "NAMES", "Report", "Finding"]
+__all__ = ["check", "start", "KINDS", "NAMES", "LEVELS", "Report", "Finding"]

@@ -1,4 +1,7 @@
-"""python -m normlab.drills KIND path/to/file.py — check the file's implementation, exit 1 on failure."""
+"""python -m normlab.drills KIND path/to/file.py [--level production]
+
+Check the file's implementation. Exit 0 when the interview level (面试级) passes; with
+``--level production`` only when the production level (工程级) passes too; 1 otherwise."""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from . import KINDS, NAMES, check
+from . import KINDS, LEVELS, NAMES, check
 
 
 def load(kind: str, path: Path):
@@ -23,16 +26,24 @@ def load(kind: str, path: Path):
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[0] not in KINDS:
-        print(f"用法 usage: python -m normlab.drills KIND FILE.py   (KIND: {', '.join(sorted(KINDS))})")
+    args, level = list(argv), "interview"
+    for i, a in enumerate(args):
+        if a.startswith("--level"):
+            value = a.split("=", 1)[1] if "=" in a else (args[i + 1] if i + 1 < len(args) else "")
+            del args[i: i + (1 if "=" in a else 2)]
+            level = value
+            break
+    if len(args) != 2 or args[0] not in KINDS or level not in LEVELS:
+        print(f"用法 usage: python -m normlab.drills KIND FILE.py [--level interview|production]   "
+              f"(KIND: {', '.join(sorted(KINDS))})")
         return 2
-    path = Path(argv[1])
+    path = Path(args[1])
     if not path.exists():
         print(f"找不到文件 (file not found): {path}")
         return 2
-    report = check(argv[0], load(argv[0], path))
+    report = check(args[0], load(args[0], path), level=level)
     print(report)
-    return 0 if report.passed else 1
+    return 0 if report.passed_at(level) else 1
 
 
 if __name__ == "__main__":

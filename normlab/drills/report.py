@@ -1,4 +1,9 @@
-"""Findings and reports of the drill checker, and the guarded call that produces them."""
+"""Findings and reports of the drill checker, and the guarded call that produces them.
+
+Two levels (issue 16). ``interview`` (面试级): the formula and semantics an interviewer checks.
+``production`` (工程级): what a drop-in replacement for the torch module also needs (tuple
+normalized_shape, half precision with a float32 upcast, torch's default eps, both BatchNorm
+ranks, momentum=None, state_dict names and shapes). ``report.passed`` is the interview level."""
 
 from __future__ import annotations
 
@@ -12,16 +17,20 @@ from dataclasses import dataclass, field
 
 import torch
 
+LEVELS = ("interview", "production")
+LEVEL_NAME = {"interview": "面试级", "production": "工程级"}
+
 
 @dataclass
 class Finding:
-    """One check: a short id, whether it passed, a message (Chinese with the English term),
-    and for a failure a minimal counterexample (input, expected, got)."""
+    """One check: a short id, whether it passed, a message (Chinese with the English term), for a
+    failure a minimal counterexample (input, expected, got), and the level it belongs to."""
 
     id: str
     passed: bool
     message: str
     example: dict[str, str] = field(default_factory=dict)
+    level: str = "interview"
 
 
 @dataclass
@@ -29,10 +38,24 @@ class Report:
     kind: str
     findings: list[Finding]
     elapsed: float | None = None   # seconds since drills.start(kind), in timed mode
+    level: str = "interview"       # the level the caller asked for (the CLI's exit status)
+
+    def failed_at(self, level: str) -> list[Finding]:
+        """Failures that block ``level``: interview failures block both levels."""
+        levels = ("interview",) if level == "interview" else LEVELS
+        return [f for f in self.findings if not f.passed and f.level in levels]
+
+    def passed_at(self, level: str | None = None) -> bool:
+        return not self.failed_at(level or self.level)
 
     @property
     def passed(self) -> bool:
-        return all(f.passed for f in self.findings)
+        """The interview level (面试级): the formula and semantics are right."""
+        return self.passed_at("interview")
+
+    @property
+    def passed_production(self) -> bool:
+        return self.passed_at("production")
 
     @property
     def failed(self) -> list[Finding]:
@@ -41,16 +64,47 @@ class Report:
     def ids(self, failed_only: bool = True) -> set[str]:
         return {f.id for f in (self.failed if failed_only else self.findings)}
 
+    def verdict(self) -> str:
+        """One line: "面试级 ✓ · 工程级 2 项"."""
+        parts = []
+        for lv in LEVELS:
+            n = sum(1 for f in self.findings if not f.passed and f.level == lv)
+            if n == 0 and lv == "production" and not self.passed:
+                parts.append(f"{LEVEL_NAME[lv]} ✗（先通过面试级）")
+            else:
+                parts.append(f"{LEVEL_NAME[lv]} ✓" if n == 0 else f"{LEVEL_NAME[lv]} ✗ {n} 项")
+        return " · ".join(parts)
+
+    def level_lines(self) -> list[str]:
+        """A one-line verdict per level."""
+        lines = []
+        for lv in LEVELS:
+            bad = [f.id for f in self.findings if not f.passed and f.level == lv]
+            n = sum(1 for f in self.findings if f.level == lv)
+            what = ("公式与语义 (formula and semantics)" if lv == "interview"
+                    else "可直接替换 torch 模块 (drop-in for the torch module)")
+            if lv == "production" and not bad and not self.passed:
+                lines.append(f"{LEVEL_NAME[lv]} ({lv}) ✗ {what}：先通过面试级（公式不对时不再重复比较数值）")
+                continue
+            lines.append(f"{LEVEL_NAME[lv]} ({lv}) {'✓' if not bad else '✗'} {what}：" +
+                         (f"{n} 项全部通过" if not bad else f"{len(bad)}/{n} 项未通过：{', '.join(bad)}"))
+        return lines
+
     def __str__(self) -> str:
-        head = f"[{self.kind}] {'通过 PASSED' if self.passed else '未通过 FAILED'}: " \
-               f"{len(self.findings) - len(self.failed)}/{len(self.findings)} 项检查通过"
+        head = f"[{self.kind}] {'通过 PASSED' if self.passed else '未通过 FAILED'} · {self.verdict()}"
         if self.elapsed is not None:
             head += f"，用时 {int(self.elapsed // 60)} 分 {int(self.elapsed % 60)} 秒"
-        lines = [head]
-        for f in self.findings:
-            lines.append(f"  {'✓' if f.passed else '✗'} {f.id}: {f.message}")
-            for k, v in f.example.items():
-                lines.append(f"        {k}: {v}")
+        lines = [head] + ["  " + line for line in self.level_lines()]
+        for lv in LEVELS:
+            for f in self.findings:
+                if f.passed or f.level != lv:
+                    continue
+                lines.append(f"  ✗ [{LEVEL_NAME[lv]}] {f.id}: {f.message}")
+                for k, v in f.example.items():
+                    lines.append(f"        {k}: {v}")
+        good = [f.id for f in self.findings if f.passed]
+        if good:
+            lines.append(f"  ✓ 通过 (passed): {', '.join(good)}")
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -58,18 +112,23 @@ class Report:
     def _repr_html_(self) -> str:
         color = "#2e7d32" if self.passed else "#c62828"
         rows = []
-        for f in self.findings:
-            ex = "<br>".join(f"<b>{html.escape(k)}</b>: <code>{html.escape(v)}</code>" for k, v in f.example.items())
-            mark = "✓" if f.passed else "✗"
-            rows.append(f"<tr><td style='color:{'#2e7d32' if f.passed else '#c62828'}'>{mark}</td>"
-                        f"<td><code>{html.escape(f.id)}</code></td><td>{html.escape(f.message)}</td><td>{ex}</td></tr>")
+        for lv in LEVELS:
+            for f in self.findings:
+                if f.passed or f.level != lv:
+                    continue
+                ex = "<br>".join(f"<b>{html.escape(k)}</b>: <code>{html.escape(v)}</code>" for k, v in f.example.items())
+                rows.append(f"<tr><td style='color:#c62828'>✗</td><td>{LEVEL_NAME[lv]}</td>"
+                            f"<td><code>{html.escape(f.id)}</code></td><td>{html.escape(f.message)}</td><td>{ex}</td></tr>")
         title = (f"<b style='color:{color}'>{html.escape(self.kind)}: "
-                 f"{'通过 PASSED' if self.passed else '未通过 FAILED'}</b> "
-                 f"({len(self.findings) - len(self.failed)}/{len(self.findings)})")
+                 f"{'通过 PASSED' if self.passed else '未通过 FAILED'}</b> · {html.escape(self.verdict())}")
         if self.elapsed is not None:
             title += f" · 用时 {int(self.elapsed // 60)}:{int(self.elapsed % 60):02d}"
-        return (f"<div>{title}<table><thead><tr><th></th><th>检查 check</th><th>结论 finding</th>"
-                f"<th>反例 counterexample</th></tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
+        levels = "".join(f"<div>{html.escape(line)}</div>" for line in self.level_lines())
+        table = (f"<table><thead><tr><th></th><th>级别 level</th><th>检查 check</th><th>结论 finding</th>"
+                 f"<th>反例 counterexample</th></tr></thead><tbody>{''.join(rows)}</tbody></table>") if rows else ""
+        good = [f.id for f in self.findings if f.passed]
+        passed = (f"<div style='color:#2e7d32'>✓ 通过 (passed): {html.escape(', '.join(good))}</div>") if good else ""
+        return f"<div>{title}{levels}{table}{passed}</div>"
 
 
 class DrillTimeout(Exception):
