@@ -268,8 +268,9 @@ CHROMIUM = Path("/usr/bin/chromium")
 
 def ensure_browser() -> None:
     """Debian's Chromium and a CJK font for the real-browser tests (Playwright never downloads one).
-    Installed with apt-get when running as root on Debian/Ubuntu (CI); otherwise those tests skip."""
-    if CHROMIUM.exists() or not sys.platform.startswith("linux"):
+    Installed with apt-get when running as root on Debian/Ubuntu (CI); otherwise those tests skip.
+    NORMLAB_NO_BROWSER=1 leaves the machine as it is (a shared development machine): they skip."""
+    if CHROMIUM.exists() or not sys.platform.startswith("linux") or os.environ.get("NORMLAB_NO_BROWSER"):
         return
     if shutil.which("apt-get") and hasattr(os, "geteuid") and os.geteuid() == 0:
         say("安装 Chromium 与中文字体供浏览器测试使用 (apt-get install chromium fonts-noto-cjk) ...")
