@@ -126,6 +126,32 @@ def branch_share(model, x) -> list[float]:
     return shares
 
 
+def init_probe(model, x, y, probe, lr: float = 1e-4) -> dict[str, object]:
+    """At initialisation: one cross-entropy backward on (x, y), then one Adam step (learning rate
+    ``lr``) on the sublayer weights only (DeepNet's theta: the parameters of the residual branches;
+    LN gains, embedding and head stay fixed).
+
+    Returns ``grad_fc1`` / ``grad_fc2``: per layer ||dL/dW|| (bottom layer first), ``update``:
+    ||F(probe; theta_1) - F(probe; theta_0)|| per probe sample, ``relative_update``: the same over
+    ||F(probe; theta_0)||."""
+    import torch.nn.functional as F
+
+    branch = [p for n, p in model.named_parameters() if ".sublayer." in n]
+    for p in model.parameters():
+        p.grad = None
+    with torch.no_grad():
+        before = model(probe)
+    F.cross_entropy(model(x), y).backward()
+    inner = lambda block: getattr(block.mlp, "r", block.mlp).sublayer
+    grad_fc1 = [inner(b).fc1.weight.grad.norm().item() for b in model.stack.blocks]
+    grad_fc2 = [inner(b).fc2.weight.grad.norm().item() for b in model.stack.blocks]
+    torch.optim.Adam(branch, lr=lr).step()
+    with torch.no_grad():
+        change = (model(probe) - before).norm()
+    return {"grad_fc1": grad_fc1, "grad_fc2": grad_fc2, "update": (change / probe.shape[0] ** 0.5).item(),
+            "relative_update": (change / before.norm()).item()}
+
+
 def train_with_updates(model, x, y, probe, steps: int = 100, lr: float = 3e-3, seed: int = 0):
     """Adam without warm-up; per step the loss and ||F(probe; theta_t) - F(probe; theta_{t-1})||
     (the model-update magnitude of DeepNet §3, Figure 3), normalised per probe sample."""

@@ -11,7 +11,9 @@ Table 1; Ba et al. 2016, §5.1):
     dataset re-centering       x -> x + c            (every sample)
     single case re-scaling     x_0 -> 3 x_0          (one sample)
 
-"Invariant" means the outputs of all samples are unchanged.
+"Invariant" means the outputs of all samples are unchanged. Ba et al. 2016's Table 1 has the rows
+BatchNorm, WeightNorm and LayerNorm; Zhang & Sennrich 2019's Table 1 adds RMSNorm. Lessons 03 and 04
+show the same measured table (``table``) with the same names (``LABELS``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,20 @@ from torch import Tensor
 NORMS = ("batchnorm", "layernorm", "rmsnorm")
 TRANSFORMS = ("W rescale", "W recenter", "W-vector rescale", "dataset rescale", "dataset recenter",
               "single-case rescale")
+# One vocabulary for lessons 03 and 04: the papers' name, in Chinese, and what it does.
+LABELS = {
+    "W rescale": "权重矩阵缩放 W → 3W",
+    "W recenter": "权重矩阵平移 W → W + 1vᵀ（每个样本的 h 各加一个常数）",
+    "W-vector rescale": "权重向量缩放 W₀ → 3W₀（所有样本的特征 h₀ 乘 3）",
+    "dataset rescale": "数据集缩放 x → 3x（所有样本乘同一个标量）",
+    "dataset recenter": "数据集平移 x → x + c（所有样本加同一个向量）",
+    "single-case rescale": "单个样本缩放 x₀ → 3x₀",
+}
+NAMES = {"batchnorm": "BatchNorm", "layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}
+# The papers' Table 1 (1 = invariant), columns in TRANSFORMS order: BatchNorm and LayerNorm from
+# Ba et al. 2016 §5.1, RMSNorm from Zhang & Sennrich 2019 (also the bzhangGo/rmsnorm README).
+TABLE1 = {"batchnorm": (1, 0, 1, 1, 1, 0), "layernorm": (1, 1, 0, 1, 0, 1), "rmsnorm": (1, 0, 0, 1, 0, 1)}
+TOLERANCE = 1e-9           # float64 and eps = 0: an invariant output changes by ~1e-15
 
 
 def normalise(h: Tensor, norm: str) -> Tensor:
@@ -66,3 +82,18 @@ def measure(seed: int = 0, n: int = 32, d_in: int = 16, d_out: int = 12) -> dict
             W2, x2 = transformed(W, x, name, torch.Generator().manual_seed(seed + 1))
             out[(norm, name)] = (normalise(x2 @ W2.T, norm) - base).abs().max().item()
     return out
+
+
+def pattern(measured: dict[tuple[str, str], float], tol: float = TOLERANCE) -> dict[str, tuple[int, ...]]:
+    """Per norm, 1 where the measured change is below ``tol`` (invariant), in TRANSFORMS order."""
+    return {n: tuple(int(measured[(n, t)] < tol) for t in TRANSFORMS) for n in NORMS}
+
+
+def table(measured: dict[tuple[str, str], float], tol: float = TOLERANCE):
+    """The measured table, one row per transformation: ✓ invariant / ✗ not, with max |change|."""
+    from .viz import Table
+
+    mark = lambda d: f"✓ ({d:.0e})" if d < tol else f"✗ ({d:.2f})"
+    rows = [[LABELS[t], t] + [mark(measured[(n, t)]) for n in NORMS] for t in TRANSFORMS]
+    return Table(rows, ["变换 transformation", "论文表 1 的列", *(NAMES[n] for n in NORMS)],
+                 title=f"y = Norm(Wx)，float64，ε = 0：✓ = 所有输出不变（max |Δy| < {tol:.0e}），括号里是 max |Δy|")

@@ -74,3 +74,39 @@ def test_branch_share_is_alpha_squared_larger_when_alpha_is_misplaced():
     bad = deepnorm.branch_share(deepnorm.variant_model("alpha_on_branch", 16), x)
     alpha = 32 ** 0.25                                          # (2N)^(1/4), N = 16
     assert bad[0] / good[0] == pytest.approx(alpha ** 2, rel=1e-4)
+
+
+def test_init_probe_gradients_and_update_by_hand():
+    """init_probe against autograd and a by-hand Adam first step (each weight moves by ~lr * sign(grad))."""
+    import copy
+
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    x, y = torch.randn(32, 64), torch.randint(0, 10, (32,))
+    model = deepnorm.variant_model("deepnorm", 4, width=8, seed=0)
+    ref = copy.deepcopy(model)
+    out = deepnorm.init_probe(model, x, y, x, lr=1e-3)
+    fc1 = [b.mlp.sublayer.fc1.weight for b in ref.stack.blocks]
+    fc2 = [b.mlp.sublayer.fc2.weight for b in ref.stack.blocks]
+    grads = torch.autograd.grad(F.cross_entropy(ref(x), y), fc1 + fc2)
+    assert out["grad_fc1"] == pytest.approx([g.norm().item() for g in grads[:4]], rel=1e-5)
+    assert out["grad_fc2"] == pytest.approx([g.norm().item() for g in grads[4:]], rel=1e-5)
+    # Adam's first step is lr * g / (|g| + eps): sign(g) * lr wherever g is not tiny; only branch weights move
+    for (name, p_new), (_, p_old) in zip(model.named_parameters(), ref.named_parameters()):
+        moved = (p_new - p_old).abs().max().item()
+        if ".sublayer." in name:
+            assert moved == pytest.approx(1e-3, rel=1e-2), name
+        else:
+            assert moved == 0.0, name                      # LN gains, embedding and head stay fixed
+    with torch.no_grad():
+        change = (model(x) - ref(x)).norm()
+        assert out["update"] == pytest.approx(change.item() / 32 ** 0.5, rel=1e-5)
+        assert out["relative_update"] == pytest.approx((change / ref(x).norm()).item(), rel=1e-5)
+
+
+def test_init_probe_works_through_the_wrong_versions():
+    x, y = torch.randn(16, 64), torch.randint(0, 10, (16,))
+    for variant in ("post", "alpha_on_branch", "beta_on_input"):
+        out = deepnorm.init_probe(deepnorm.variant_model(variant, 3, width=8), x, y, x)
+        assert len(out["grad_fc1"]) == 3 and out["relative_update"] > 0

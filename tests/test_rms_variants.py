@@ -107,3 +107,26 @@ def test_gpu_benchmark_is_optional_and_skips_with_a_clear_error():
         import pytest
         with pytest.raises(RuntimeError, match="CUDA not available"):
             bench.run(shape=(4, 64), device="cuda")
+
+
+def test_invariance_pattern_table_and_names():
+    """One vocabulary for lessons 03 and 04: every transformation named, the paper's pattern as data."""
+    assert set(invariance.LABELS) == set(invariance.TRANSFORMS)
+    m = invariance.measure(seed=3)
+    assert invariance.pattern(m) == invariance.TABLE1
+    # a tolerance above every change marks everything invariant; one below every change, nothing
+    assert all(all(row) for row in invariance.pattern(m, tol=1e9).values())
+    assert not any(any(row) for row in invariance.pattern(m, tol=0.0).values())
+    text = str(invariance.table(m))
+    assert "数据集缩放 x → 3x" in text and "W-vector rescale" in text and text.count("✓ (") == sum(map(sum, invariance.TABLE1.values()))
+
+
+def test_dataset_rescale_is_a_global_scalar_and_w_vector_rescale_one_feature():
+    """Ba et al. Table 1's names: x -> 3x scales every sample by one scalar; W_0 -> 3 W_0 scales feature 0 of h."""
+    g = torch.Generator().manual_seed(0)
+    W, x = torch.randn(5, 4, dtype=torch.float64), torch.randn(6, 4, dtype=torch.float64)
+    W2, x2 = invariance.transformed(W, x, "dataset rescale", g)
+    assert torch.equal(W2, W) and torch.allclose(x2, 3 * x)
+    W2, x2 = invariance.transformed(W, x, "W-vector rescale", g)
+    h, h2 = x @ W.T, x2 @ W2.T
+    assert torch.allclose(h2[:, 0], 3 * h[:, 0]) and torch.allclose(h2[:, 1:], h[:, 1:])
