@@ -1159,6 +1159,7 @@ def backward_checks(fn, which_norm: str, out: list[Finding] | None = None) -> li
         return cache[(c, k)]
 
     diagnosed: dict[str, list[str]] = {}
+    first: dict[str, int] = {}          # the output a diagnosis was first made on (for the example)
     for i, name in enumerate(names):
         bad = [p for p in probes if not close(p["got"][i], p["expected"][i], 1e-6)]
         if not bad:
@@ -1182,16 +1183,28 @@ def backward_checks(fn, which_norm: str, out: list[Finding] | None = None) -> li
                 ids.append(found[2])
             for id in ids:
                 diagnosed.setdefault(id, []).append(name)
+                first.setdefault(id, i)
             continue
         # a constant factor: got = k · expected on every probe
         ks = []
         for q in probes:
             e, r = q["expected"][i], q["got"][i]
             ks.append(float((r * e).sum() / (e * e).sum()) if float((e * e).sum()) > 0 else float("nan"))
-        k0 = ks[0]
-        if all(math.isfinite(k) and abs(k - k0) <= 1e-6 * max(1, abs(k0)) for k in ks) and all(
-                close(q["got"][i], k0 * q["expected"][i], 1e-6) for q in probes):
-            diagnosed.setdefault("constant_factor", []).append(f"{name} ×{k0:.4g}")
+        factor = None
+        if all(math.isfinite(k) for k in ks) and all(close(q["got"][i], k * q["expected"][i], 1e-6)
+                                                     for q, k in zip(probes, ks)):
+            # the same factor everywhere, or one that follows N (rows) or D (columns)
+            for label, f in [("", lambda q: 1.0), ("1/N", lambda q: q["x"].shape[0]), ("N", lambda q: 1 / q["x"].shape[0]),
+                             ("1/D", lambda q: q["x"].shape[1]), ("D", lambda q: 1 / q["x"].shape[1])]:
+                c = [k * f(q) for q, k in zip(probes, ks)]
+                if all(abs(v - c[0]) <= 1e-6 * max(1, abs(c[0])) for v in c):
+                    factor = (f"×{c[0]:.4g}" if not label else
+                              f"×{label}" if abs(c[0] - 1) < 1e-6 else f"×{c[0]:.4g}·{label}")
+                    break
+        if factor:
+            first.setdefault("constant_factor", i)
+            diagnosed.setdefault("constant_factor", []).append(f"{name} {factor}（N 为行数，D 为列数）"
+                                                               if "N" in factor or "D" in factor else f"{name} {factor}")
             continue
         labels = [q["label"] for q in bad]
         out.append(fail(name, f"{name} 与 float64 autograd 不一致；不一致的输入：{'; '.join(labels)}",
@@ -1205,8 +1218,9 @@ def backward_checks(fn, which_norm: str, out: list[Finding] | None = None) -> li
             right = ("LayerNorm/RMSNorm 的平均在特征维上 (除以 D)，不是 batch 大小 N" if not bn else
                      "BatchNorm 的平均在 batch 维上 (除以 N)，不是特征数 D")
             text = BW_TEXT[id].format(right=right) + f"（{', '.join(where)}）"
-        bad_p = next((q for q in probes if not all(close(a, b, 1e-6) for a, b in zip(q["got"], q["expected"]))), p)
-        out.append(fail(id, text, bad_p["x"], bad_p["expected"][0], bad_p["got"][0]))
+        i = first[id]
+        bad_p = next((q for q in probes if not close(q["got"][i], q["expected"][i], 1e-6)), p)
+        out.append(fail(id, text, bad_p["x"], bad_p["expected"][i], bad_p["got"][i]))
     return out
 
 

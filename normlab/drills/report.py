@@ -70,7 +70,7 @@ class Report:
         for lv in LEVELS:
             n = sum(1 for f in self.findings if not f.passed and f.level == lv)
             if n == 0 and lv == "production" and not self.passed:
-                parts.append(f"{LEVEL_NAME[lv]} ✗（先通过面试级）")
+                parts.append(f"{LEVEL_NAME[lv]} ✗（先修正公式）")
             else:
                 parts.append(f"{LEVEL_NAME[lv]} ✓" if n == 0 else f"{LEVEL_NAME[lv]} ✗ {n} 项")
         return " · ".join(parts)
