@@ -64,10 +64,26 @@ def test_sync_batchnorm_across_two_processes_equals_full_batch_bn():
     ranks = sync_batchnorm_demo(x, world=2)
     full = F.batch_norm(x.double(), None, None, training=True, eps=1e-5)
     assert torch.allclose(torch.cat([r["sync_out"] for r in ranks]), full, atol=1e-10)
+    assert torch.allclose(torch.cat([r["gather_out"] for r in ranks]), full, atol=1e-10)   # nn.SyncBatchNorm's way
     for r, shard in zip(ranks, x.double().chunk(2)):
         assert torch.allclose(r["local_out"], F.batch_norm(shard, None, None, training=True, eps=1e-5), atol=1e-10)
     with pytest.raises(ValueError, match="N, C"):
         sync_batchnorm_demo(torch.randn(3, 2))
+
+
+def test_combine_gathered_matches_full_batch_statistics_with_unequal_counts():
+    """nn.SyncBatchNorm's combination (batch_norm_gather_stats_with_counts), by its formula, vs the whole batch."""
+    from normlab.distributed import combine_gathered
+
+    torch.manual_seed(2)
+    x = torch.randn(23, 5, dtype=torch.float64) * 3
+    x[:7] += 4
+    shards = [x[:7], x[7:10], x[10:]]
+    mean = torch.stack([s.mean(0) for s in shards])
+    invstd = torch.stack([1 / torch.sqrt(s.var(0, unbiased=False) + 1e-5) for s in shards])
+    g_mean, g_invstd = combine_gathered(mean, invstd, torch.tensor([7.0, 3.0, 13.0]))
+    assert torch.allclose(g_mean, x.mean(0), atol=1e-12)
+    assert torch.allclose(g_invstd, 1 / torch.sqrt(x.var(0, unbiased=False) + 1e-5), atol=1e-10)
 
 
 def test_update_ratios_equal_lr_times_grad_over_weight_for_sgd():
