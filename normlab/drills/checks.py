@@ -401,7 +401,7 @@ def ln_checks(impl, rms: bool = False, out: list[Finding] | None = None) -> list
 
     if not rms:
         with step(out, "one_pass_variance"):
-            p = _ln_probe(build, rms, g, "large_offset", eps0, (4, 16), 1.0, 1e4, tol=2e-2)
+            p = _ln_probe(build, rms, g, "large_offset", eps0, (2, 4, 16), 1.0, 1e4, tol=2e-2, shape=(16,))
             if isinstance(p, Finding):
                 out.append(p)
             elif p.got is None or not close(p.got, p.expected, 2e-2):
@@ -555,8 +555,8 @@ def _ln_gradients(build, rms, eps, g, D, out):
         set_tensor(w, wv)
     if b is not None:
         set_tensor(b, bv)
-    x = (torch.randn(3, D, generator=g) * 2).requires_grad_(True)
-    gy = torch.randn(3, D, generator=g)
+    x = (torch.randn(2, 3, D, generator=g) * 2).requires_grad_(True)
+    gy = torch.randn(2, 3, D, generator=g)
     y = output_of(mod, x)
     what = "x、γ" if rms else "x、γ、β"
     try:
@@ -586,7 +586,7 @@ def _ln_half(build, rms, eps, g, dt, scale, id, D, out):
     mod = build(D, eps=eps)
     if hasattr(mod, "to"):
         mod = mod.to(dt)          # the whole layer in half precision, as model.half() does
-    x = (torch.randn(4, D, generator=g) * scale).to(dt)
+    x = (torch.randn(2, 4, D, generator=g) * scale).to(dt)
     got = output_of(mod, x)
     exp = _ln_reference(x, (D,), torch.ones(D), torch.zeros(D), eps, rms)
     tol = 3e-2 if dt == torch.bfloat16 else 5e-3
@@ -612,7 +612,7 @@ def _ln_default_eps(build, rms, g, D, out):
         bname, b = find_bias(mod, D, gname)
         if b is not None:
             set_tensor(b, torch.zeros(D))
-    x = torch.randn(16, D, generator=g) * 3e-3
+    x = torch.randn(2, 8, D, generator=g) * 3e-3
     got = output_of(mod, x).detach().double()
     xd = x.double()
     num = xd if rms else xd - xd.mean(-1, keepdim=True)
@@ -1117,6 +1117,7 @@ def backward_checks(fn, which_norm: str, out: list[Finding] | None = None) -> li
             [((4, 8), 1e-5, 2.0, 0.5), ((6, 5), 1e-2, 0.1, 0.0), ((4, 8), 1e-5, 1e-3, 0.0), ((3, 8), 1e-5, 1e3, 0.0)])
     names = ["grad_x", "grad_weight", "grad_bias"][:2 if which_norm == "rmsnorm" else 3]
     probes = []
+    mode = {"numpy": False}
     for shape, eps, scale, offset in plan:
         x = (torch.randn(shape, generator=g, dtype=torch.float64) * scale + offset).requires_grad_(True)
         feat = shape[1]
@@ -1131,15 +1132,38 @@ def backward_checks(fn, which_norm: str, out: list[Finding] | None = None) -> li
         expected = (x.grad, w.grad) + ((b.grad,) if which_norm != "rmsnorm" else ())
         p = {"x": x.detach(), "w": w.detach(), "gy": gy, "eps": eps, "expected": expected, "label": f"{shape}, eps={eps:g}, |x|≈{scale:g}"}
         with step(out, "returns"):
-            got = guarded(fn, gy.clone(), x.detach().clone(), w.detach().clone(), eps)
+            args = (gy.clone(), x.detach().clone(), w.detach().clone(), eps)
+            if mode["numpy"]:
+                got = guarded(fn, *(a.numpy() if isinstance(a, Tensor) else a for a in args))
+            else:
+                try:
+                    got = guarded(fn, *args)
+                except SubmissionError as err:      # a NumPy solution (cs231n-style)? try it with arrays
+                    if is_timeout(err) or probes:
+                        raise
+                    try:
+                        got = guarded(fn, *(a.numpy() if isinstance(a, Tensor) else a for a in args))
+                    except SubmissionError:
+                        raise err from None
+                    mode["numpy"] = True
+            if isinstance(got, tuple | list):
+                got = tuple(torch.as_tensor(r) if hasattr(r, "__array__") and not isinstance(r, Tensor) else r
+                            for r in got)
             if not isinstance(got, tuple | list) or len(got) != len(expected):
                 out.append(fail("returns", f"应返回 {len(expected)} 个张量 ({', '.join(names)})，实际返回 {short(got)}"))
                 return out
+            fixed = []
             for name, e, r in zip(names, expected, got):
+                if isinstance(r, Tensor) and r.shape != e.shape and r.numel() == e.numel() and r.squeeze().shape == e.squeeze().shape:
+                    if not any(f.id == "grad_shapes" for f in out):
+                        out.append(fail("grad_shapes", f"{name} 的形状是 {tuple(r.shape)}，应为 {tuple(e.shape)}（与参数同形）",
+                                        level=PROD))
+                    r = r.reshape(e.shape)
                 if not isinstance(r, Tensor) or r.shape != e.shape:
                     out.append(fail(f"{name}_shape", f"{name} 的形状应为 {tuple(e.shape)}（输入 {shape}）", x.detach(), e, r))
                     return out
-            p["got"] = tuple(r.detach().double() for r in got)
+                fixed.append(r)
+            p["got"] = tuple(r.detach().double() for r in fixed)
             probes.append(p)
     if not probes:
         return out
