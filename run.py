@@ -187,6 +187,14 @@ def torch_pip_args(choice: str, probe=None) -> tuple[list[str], str]:
                 "多下载约 2.6 GB，课程照样能跑。(CPU wheel index unreachable: falling back to the default wheel.)")
 
 
+def torch_requirement() -> str:
+    """The torch pin of pyproject.toml ("torch==2.13.0"): the torch step installs exactly that."""
+    import tomllib
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    return next(d.replace(" ", "") for d in deps if d.replace(" ", "").lower().startswith("torch=="))
+
+
 def torch_build(py: Path) -> str:
     """What the venv's torch is: '2.13.0+cpu (CPU)', '2.13.0 (CUDA 13.0)', ..."""
     code = ("import torch; c = torch.version.cuda; "
@@ -222,7 +230,7 @@ def ensure_env(extras: tuple[str, ...] = COURSE_EXTRAS, torch_override: str | No
     choice, why = torch_choice(override)
     torch_args, how = torch_pip_args(choice)
     say(f"{why}。{how}")
-    say("安装依赖 (installing torch 2.13.0, JupyterLab, ...)：大小和用时见 README「安装」一节 ...")
+    say(f"安装依赖 (installing {torch_requirement()}, JupyterLab, ...)：大小和用时见 README「安装」一节 ...")
     t0 = time.time()
     pip = [py, "-m", "pip", "install", "--disable-pip-version-check"]
     lock = ["-c", LOCK] if LOCK.exists() else []
@@ -231,7 +239,7 @@ def ensure_env(extras: tuple[str, ...] = COURSE_EXTRAS, torch_override: str | No
     # 1. torch alone, so that the CPU index (when used) serves torch and its few dependencies only
     if switch:   # --torch cpu / default asked for the other build than the one installed
         run([py, "-m", "pip", "uninstall", "-y", "-q", "torch"])
-    step1 = pip + torch_args + ["torch==2.13.0"]
+    step1 = pip + torch_args + [torch_requirement()]
     code = run(step1 + lock)
     if code != 0 and lock:
         code = run(step1)
