@@ -29,8 +29,8 @@ from torch.overrides import TorchFunctionMode
 
 from .viz import Table
 
-__all__ = ["Erratum", "Demo", "ERRATA", "CLAIMS", "get", "demo", "catalogue", "claims_table", "momentum_traces",
-           "half_precision_stability"]
+__all__ = ["Erratum", "Demo", "ERRATA", "CLAIMS", "SNIPPETS", "MOMENTUM_CONVENTIONS", "get", "demo", "show", "catalogue",
+           "claims_table", "momentum_table", "momentum_traces", "half_precision_stability", "bn_cost", "timing_pitfalls"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -67,8 +67,43 @@ class Demo:
         return str(self.table())
 
 
-def _gen(seed: int = 0) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
+_OFFSET = [0]   # the seed of the current demo (see demo()); every stream below is shifted by it
+
+
+def _off() -> int:
+    return 1009 * _OFFSET[0]
+
+
+def _gen(stream: int = 0) -> torch.Generator:
+    """A generator for one of a demo's random streams, shifted by the demo's seed."""
+    return torch.Generator().manual_seed(stream + _off())
+
+
+class _seeded:
+    """Run a demo with seed ``seed`` (streams shifted, the global RNG restored afterwards)."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed = int(seed)
+
+    def __enter__(self):
+        self._saved, _OFFSET[0] = _OFFSET[0], self.seed
+        self._fork = torch.random.fork_rng()
+        self._fork.__enter__()
+
+    def __exit__(self, *exc):
+        self._fork.__exit__(*exc)
+        _OFFSET[0] = self._saved
+
+
+def _seed_param(fn: Callable) -> Callable:
+    """Give a measurement a ``seed`` keyword (its random streams shifted by it, as demo() does)."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, seed: int = 0, **kwargs):
+        with _seeded(seed):
+            return fn(*args, **kwargs)
+    return wrapper
 
 
 def _maxdiff(a: Tensor, b: Tensor) -> float:
@@ -92,14 +127,36 @@ def residual_chain_grad(jacobian_scale: float, depth: int = 10, width: int = 8) 
     return (x.grad.norm() / math.sqrt(width)).item()
 
 
+def residual_mlp_gain(depth: int = 10, width: int = 32, gain: float = 1.0) -> float:
+    """Gradient multiplier ||dL/dx_0|| / ||dL/dx_L|| through ``depth`` blocks x + F(x), each F a fresh
+    random ReLU MLP (He-initialised weights times ``gain``), for a random direction dL/dx_L.
+
+    If [A] §1 were right (the block's derivative is 1), this would be 1 for any F.
+    """
+    g = _gen(30)
+    x0 = torch.randn(16, width, generator=g).requires_grad_(True)
+    x = x0
+    for _ in range(depth):
+        w1 = torch.randn(4 * width, width, generator=g) * gain * math.sqrt(2 / width)
+        w2 = torch.randn(width, 4 * width, generator=g) * gain * math.sqrt(2 / (4 * width))
+        x = x + F.relu(x @ w1.T) @ w2.T
+    u = torch.randn(x.shape, generator=g)
+    (grad,) = torch.autograd.grad(x, x0, u)
+    return (grad.norm() / u.norm()).item()
+
+
 def demo_a1() -> Demo:
     rows, values = [], {}
     for c, label in ((0.0, "F 的雅可比 J_F = 0（[A] 的假设）"), (-0.9, "J_F = -0.9·I"), (0.5, "J_F = +0.5·I")):
-        g = residual_chain_grad(c)
-        rows.append([label, f"{(1 + c) ** 10:.3g}", f"{g:.3g}"])
-        values[f"grad_{c:+.1f}"] = g
-    return Demo("[A] §1：10 个残差块后的梯度倍数 = (I + J_F) 的乘积，不是 1",
-                ["子层", "手算 (1+c)^10", "autograd 测得"], rows, values)
+        gr = residual_chain_grad(c)
+        rows.append([label, f"{(1 + c) ** 10:.3g}", f"{gr:.3g}"])
+        values[f"linear_{c:+.1f}"] = gr
+    for gain in (1.0, 0.5):
+        gr = residual_mlp_gain(gain=gain)
+        rows.append([f"随机 ReLU MLP（He 初始化 × {gain:g}）", "—（[A]：1）", f"{gr:.3g}"])
+        values[f"mlp_gain_{gain:g}"] = gr
+    return Demo("[A] §1：10 个残差块后的梯度倍数 = 各块 (I + J_F) 的乘积，不是 1",
+                ["子层 F", "手算 (1+c)^10", "autograd 测得 ‖∂L/∂x_0‖ / ‖∂L/∂x_10‖"], rows, values)
 
 
 class NoRunningStatsBatchNorm(nn.Module):
@@ -231,7 +288,7 @@ def demo_a5() -> Demo:
     N = 24
     alpha, beta = constants("decoder", N)
     r_fwd, r_adam = ffn_branch_ratio(beta), adam_effective_step(beta)
-    rows = [["初始化时 FFN 支路输出之比 ‖G(βx)‖/‖G_β(x)‖", f"{r_fwd:.3f}", f"1/β = {1 / beta:.3f}"],
+    rows = [["初始化时 FFN 分支输出之比 ‖G(βx)‖/‖G_β(x)‖", f"{r_fwd:.3f}", f"1/β = {1 / beta:.3f}"],
             ["Adam 第一步后有效权重变化之比", f"{r_adam:.3f}", f"β = {beta:.3f}"]]
     return Demo(f"[A] §2.5.1：β 乘在输入上（运行时）vs 论文的 β 初始化 (N={N}, β={beta:.3f})",
                 ["量", "测得", "手算"], rows, {"beta": beta, "alpha": alpha, "fwd_ratio": r_fwd, "adam_ratio": r_adam})
@@ -283,29 +340,31 @@ def demo_a7() -> Demo:
                 rows, values)
 
 
-def deepnorm_probe(depth: int, wiring: str, seed: int = 0, lr: float = 1e-3, width: int = 32) -> tuple[float, float]:
-    """At init, for an MLP stack (normlab.blocks) of ``depth`` blocks wired ``wiring``:
-    (||dL/dW_fc1|| of the first block, ||F(x; theta_1) - F(x; theta_0)|| per sample after one Adam step)
-    with an MSE loss to a random target."""
+def deepnorm_probe(depth: int, wiring: str, seed: int = 0, lr: float = 1e-3,
+                   width: int = 32) -> tuple[list[tuple[float, float]], float]:
+    """At init, for an MLP stack (normlab.blocks) of ``depth`` blocks wired ``wiring``, with an MSE loss
+    to a random target: ([(||dL/dW_fc1||, ||dL/dW_fc2||) for every block], ||F(x; theta_1) - F(x; theta_0)||
+    per sample after one Adam step)."""
     from .blocks import build_stack
-    stack = build_stack(depth, width=width, wiring=wiring, sublayer="mlp", seed=seed)
+    stack = build_stack(depth, width=width, wiring=wiring, sublayer="mlp", seed=seed + _off())
     g = _gen(300 + seed)
     x, target = torch.randn(64, width, generator=g), torch.randn(64, width, generator=g)
     with torch.no_grad():
         before = stack(x)
     opt = torch.optim.Adam(stack.parameters(), lr=lr)
     F.mse_loss(stack(x), target).backward()
-    grad = stack.blocks[0].mlp.sublayer.fc1.weight.grad.norm().item()
+    grads = [(b.mlp.sublayer.fc1.weight.grad.norm().item(), b.mlp.sublayer.fc2.weight.grad.norm().item())
+             for b in stack.blocks]
     opt.step()
     with torch.no_grad():
         update = ((stack(x) - before).norm() / math.sqrt(x.shape[0])).item()
-    return grad, update
+    return grads, update
 
 
 def demo_a8() -> Demo:
     from .blocks import MLP, Residual
     from .deepnorm import constants
-    torch.manual_seed(21)
+    torch.manual_seed(21 + _off())
     w = 16
     x = torch.randn(8, w, generator=_gen(21))
     sub = MLP(w)
@@ -317,20 +376,30 @@ def demo_a8() -> Demo:
     values = {"ln_diff": ln_diff, "alpha1_vs_post": post_diff}
     rows = [["块的输出 vs nn.LayerNorm(α·x + G(x))（LN 本身没变）", f"{ln_diff:.2g}", "—", "—"],
             ["α = 1、普通初始化的 DeepNorm 块 vs Post-LN 块", f"{post_diff:.2g}", "—", "—"]]
+    scaled_all = []
     for N in (6, 24, 96):
         a, b = constants("encoder", N)
-        probes = {wiring: [deepnorm_probe(N, wiring, s) for s in (0, 1)] for wiring in ("deepnorm", "post")}
-        mean = lambda wiring, i: sum(p[i] for p in probes[wiring]) / 2
-        values[f"grad_deepnorm_{N}"], values[f"grad_post_{N}"] = mean("deepnorm", 0), mean("post", 0)
-        values[f"update_deepnorm_{N}"], values[f"update_post_{N}"] = mean("deepnorm", 1), mean("post", 1)
+        deep = [deepnorm_probe(N, "deepnorm", s) for s in (0, 1)]
+        post = [deepnorm_probe(N, "post", s) for s in (0, 1)]
+        # every block's fc1 and fc2 gradient, divided by beta/alpha
+        scaled = [gr / (b / a) for grads, _ in deep for pair in grads for gr in pair]
+        scaled_all += scaled
+        values[f"grad_deepnorm_{N}"] = sum(gr[0][0] for gr, _ in deep) / 2          # first block's fc1
+        values[f"grad_post_{N}"] = sum(gr[0][0] for gr, _ in post) / 2
+        values[f"scaled_min_{N}"], values[f"scaled_max_{N}"] = min(scaled), max(scaled)
+        values[f"update_deepnorm_{N}"] = sum(u for _, u in deep) / 2
+        values[f"update_post_{N}"] = sum(u for _, u in post) / 2
         values[f"beta_over_alpha_{N}"] = b / a
         rows.append([f"N = {N}：第 1 块 ‖∂L/∂W_fc1‖（DeepNorm / Post-LN）",
                      f"{values[f'grad_deepnorm_{N}']:.4f}", f"{values[f'grad_post_{N}']:.4f}", f"β/α = {b / a:.4f}"])
+        rows.append([f"N = {N}：全部 {N} 块的 fc1、fc2 梯度 ÷ (β/α)，最小–最大",
+                     f"{min(scaled):.3f}–{max(scaled):.3f}", "—", "与 N 无关则 ∝ β/α"])
+    values["scaled_spread"] = max(scaled_all) / min(scaled_all)
     for N in (6, 24, 96):
         rows.append([f"N = {N}：一步 Adam (lr 1e-3) 后的 ‖ΔF‖（DeepNorm / Post-LN）",
                      f"{values[f'update_deepnorm_{N}']:.3f}", f"{values[f'update_post_{N}']:.3f}", "—"])
-    return Demo("[A] §2.5：DeepNorm 里的 LN 没变；它的梯度随深度按 β/α ∝ 1/√N 变小，并不\"保持恒定\"",
-                ["测量", "DeepNorm", "Post-LN", "手算"], rows, values)
+    return Demo("[A] §2.5：DeepNorm 里的 LN 没变；MLP 堆叠、MSE 损失、初始化时，每一块的梯度都按 β/α ∝ 1/√N 变小，"
+                "并不\"保持恒定\"", ["测量", "DeepNorm", "Post-LN", "手算"], rows, values)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -365,6 +434,7 @@ def demo_b1() -> Demo:
     for _ in range(30):
         xb = torch.randn(8, 3, generator=g) + 2
         flawed(xb), ref(xb)
+    var_ratio = (flawed.moving_var / ref.running_var).mean().item()     # after the same 30 training batches
     flawed.eval(), ref.eval()
     shifted = torch.randn(8, 3, generator=g) + 10                  # an evaluation batch, no no_grad
     before = flawed.moving_mean.clone()
@@ -374,13 +444,13 @@ def demo_b1() -> Demo:
         "flawed_stats_moved": float(not torch.equal(before, flawed.moving_mean)),
         "flawed_in_state_dict": float(any("moving" in k for k in flawed.state_dict())),
         "ref_in_state_dict": float("running_mean" in ref.state_dict()),
-        "var_ratio": (flawed.moving_var / ref.running_var).mean().item(),
+        "var_ratio": var_ratio,
     }
     rows = [["model.eval() 后（未包 no_grad）输出均值", f"{values['flawed_eval_mean']:.3g}（仍用 batch 统计量）",
              f"{values['ref_eval_mean']:.3g}（用滑动统计量）"],
             ["这次 eval 前向改写了滑动统计量？", "是" if values["flawed_stats_moved"] else "否", "否"],
             ["滑动统计量在 state_dict 里？", "是" if values["flawed_in_state_dict"] else "否（普通属性）", "是 (buffer)"],
-            ["滑动方差 / torch 的滑动方差", f"{values['var_ratio']:.3f}", "1（torch 存无偏方差）"]]
+            ["训练后滑动方差 / torch 的滑动方差", f"{values['var_ratio']:.3f}", "1（torch 存无偏方差；有偏 ÷ 无偏 = 7/8）"]]
     return Demo("[B]、[E] §1.3 的 BatchNorm vs nn.BatchNorm1d", ["检查", "资料的写法", "torch.nn"], rows, values)
 
 
@@ -409,16 +479,21 @@ def layerscale_drift(init: float, depth: int = 24, width: int = 32) -> float:
     return ((x - x0).norm() / x0.norm()).item()
 
 
+# CaiT's LayerScale init by depth (Touvron et al. 2021 §3; facebookresearch/deit cait_models.py:
+# init_scale=1e-5 for the depth-24 models, 1e-6 for S36 and deeper). [C] uses 0.1 at any depth.
+CAIT_INIT = {18: 0.1, 24: 1e-5, 36: 1e-6}
+
+
 def demo_c1() -> Demo:
     rows, values = [], {}
-    for init, who in ((0.1, "[C] 示例代码（CaiT 只在深度 ≤ 18 时用 0.1）"), (1e-5, "CaiT, 深度 24 (deit cait_models.py)"),
-                      (1e-6, "CaiT, 更深 (S36)")):
+    for init, who in ((0.1, "[C] 示例代码（CaiT 只在深度 ≤ 18 时用 0.1）"),
+                      (CAIT_INIT[24], "CaiT, 深度 24 (deit cait_models.py)"), (CAIT_INIT[36], "CaiT, 更深 (S36)")):
         d = layerscale_drift(init)
         rows.append([f"{init:g}", who, f"{d:.3g}"])
         values[f"drift_{init:g}"] = d
     rows.append(["出处", "[C] 写 \"MetaNet\"", "Touvron et al. 2021, CaiT (arXiv 2103.17239) §3"])
-    return Demo("[C] LayerScale：24 个 Pre-LN 块初始化时主干被改变多少 ‖x_L − x_0‖/‖x_0‖",
-                ["初值", "来源", "主干相对变化"], rows, values)
+    return Demo("[C] LayerScale：24 个 Pre-LN 块，初始化时残差流被改变多少 ‖x_L − x_0‖/‖x_0‖",
+                ["初值", "来源", "残差流的相对变化"], rows, values)
 
 
 def demo_c2() -> Demo:
@@ -445,10 +520,10 @@ def demo_c3() -> Demo:
     N = 100
     alpha, beta = constants("decoder", N)
     c_beta = 1 / math.sqrt(2 * N)
-    rows = [["[C] \"深度缩放\" (Pre-LN)", "1", f"{c_beta:.4f}", "运行时，整个支路，永远", f"{adam_effective_step(c_beta):.4f}"],
+    rows = [["[C] \"深度缩放\" (Pre-LN)", "1", f"{c_beta:.4f}", "运行时，整个分支，永远", f"{adam_effective_step(c_beta):.4f}"],
             ["DeepNet 解码器 (Post-LN, §4.3)", f"{alpha:.3f}", f"{beta:.4f}", "初始化，只 ffn/v_proj/out_proj", "1"],
-            ["GPT-2 §2.3 (Pre-LN)", "1", f"{c_beta:.4f}", "初始化，写回主干的权重", "1"]]
-    return Demo(f"[C] 的深度缩放不是 DeepNet (N={N})", ["写法", "主干乘 α", "支路缩放", "何时、作用于谁",
+            ["GPT-2 §2.3 (Pre-LN)", "1", f"{c_beta:.4f}", "初始化，写回残差流的权重", "1"]]
+    return Demo(f"[C] 的深度缩放不是 DeepNet (N={N})", ["写法", "恒等路径乘 α", "分支缩放", "何时、作用于谁",
                                                        "Adam 有效学习率倍数"],
                 rows, {"c_beta": c_beta, "deepnet_alpha": alpha, "deepnet_beta": beta,
                        "c_adam_ratio": adam_effective_step(c_beta)})
@@ -521,7 +596,7 @@ def layernorm_stats(model: nn.Module, x: Tensor) -> list[dict[str, float]]:
 
 
 def _tiny_model() -> nn.Module:
-    torch.manual_seed(0)
+    torch.manual_seed(_off())
     return nn.Sequential(nn.Linear(8, 8), nn.LayerNorm(8), nn.ReLU(), nn.Linear(8, 8), nn.LayerNorm(8))
 
 
@@ -692,7 +767,7 @@ def preln_last_ffn_grad(depth: int, width: int = 32, seeds: tuple[int, ...] = (0
     from .blocks import build_stack
     total = 0.0
     for s in seeds:
-        stack = build_stack(depth, width=width, wiring="pre", sublayer="mlp", seed=s)
+        stack = build_stack(depth, width=width, wiring="pre", sublayer="mlp", seed=s + _off())
         x = torch.randn(64, width, generator=_gen(100 + s))
         target = torch.randn(64, width, generator=_gen(200 + s))
         F.mse_loss(stack(x), target).backward()
@@ -720,27 +795,58 @@ def fold_batchnorm(linear: nn.Linear, bn: nn.BatchNorm1d) -> nn.Linear:
     return fused
 
 
-def demo_d4() -> Demo:
+@_seed_param
+def bn_cost(batch: int = 512, d_in: int = 64, d_out: int = 256) -> Demo:
+    """[D]'s "BN 计算成本中等" vs "BN costs nothing": both sides, on this machine.
+
+    Inference: an eval-mode BN right after a Linear folds into it (one Linear, same output, same time
+    as the bare Linear). Training: BN needs the batch reductions, the running-statistic update and
+    its own backward (and, across devices, a synchronisation), none of which folds away."""
+    from .bench import timeit
     g = _gen(11)
-    torch.manual_seed(11)
-    lin, bn = nn.Linear(16, 8), nn.BatchNorm1d(8)
+    torch.manual_seed(11 + _off())
+    lin, bn = nn.Linear(d_in, d_out), nn.BatchNorm1d(d_out)
     with torch.no_grad():
         for _ in range(20):
-            bn(lin(torch.randn(32, 16, generator=g) * 2 + 1))
+            bn(lin(torch.randn(batch, d_in, generator=g) * 2 + 1))
         bn.weight.uniform_(0.5, 2.0), bn.bias.uniform_(-1, 1)
     bn.eval()
-    x = torch.randn(5, 16, generator=g)
+    folded = fold_batchnorm(lin, bn)
+    x = torch.randn(batch, d_in, generator=g)
     with torch.no_grad():
-        diff = _maxdiff(bn(lin(x)), fold_batchnorm(lin, bn)(x))
-    rows = [["Linear → BN (eval)", "2 个模块", "—"], ["折叠后的一个 Linear", "1 个模块", f"max 差 {diff:.2g}"]]
-    return Demo("[D] 对比表说 BN 计算成本\"中等\"：推理时 BN 可以折叠进前一层，代价为 0", ["", "推理时", "输出"],
-                rows, {"fold_diff": diff})
+        ref = bn(lin(x))
+        fold_rel = _maxdiff(folded(x), ref) / ref.abs().max().item()
+    train_bn = nn.BatchNorm1d(d_out)
+
+    def step(*mods: nn.Module):                   # forward + backward of a training step
+        for m in mods:
+            m.zero_grad(set_to_none=True)
+        y = lin(x)
+        for m in mods[1:]:
+            y = m(y)
+        y.sum().backward()
+
+    best = lambda fn: min(timeit(fn, warmup=3, repeats=9, inner=5))
+    with torch.no_grad():
+        t_lin, t_fold, t_eval = best(lambda: lin(x)), best(lambda: folded(x)), best(lambda: bn(lin(x)))
+    t_step_lin, t_step_bn = best(lambda: step(lin)), best(lambda: step(lin, train_bn))
+    us = lambda t: f"{1e6 * t:.0f}"
+    rows = [["推理：Linear", us(t_lin), "1.00"],
+            ["推理：Linear → BN（eval，未折叠）", us(t_eval), f"{t_eval / t_lin:.2f}"],
+            ["推理：BN 折叠进 Linear", us(t_fold), f"{t_fold / t_lin:.2f}"],
+            ["训练一步（前向 + 反向）：Linear", us(t_step_lin), "1.00"],
+            ["训练一步（前向 + 反向）：Linear → BN（train）", us(t_step_bn), f"{t_step_bn / t_step_lin:.2f}"],
+            ["折叠后输出与 Linear → BN 的最大相对差", f"{fold_rel:.1g}", "—"]]
+    return Demo(f"[D] BN 的计算成本：推理时可折叠为 0，训练时不行（本机，batch {batch}，{d_in}→{d_out}，最快一轮 µs）",
+                ["", "µs", "÷ Linear"], rows,
+                {"fold_rel_diff": fold_rel, "fold_vs_linear": t_fold / t_lin, "eval_vs_linear": t_eval / t_lin,
+                 "train_step_ratio": t_step_bn / t_step_lin})
 
 
 def preln_stream_growth(depth: int, width: int = 32, seed: int = 0, final_norm: bool = False) -> float:
     """||x_L||^2 / ||x_0||^2 of a Pre-LN MLP stack at init, without (default) or with the final norm."""
     from .blocks import build_stack
-    stack = build_stack(depth, width=width, wiring="pre", sublayer="mlp", final_norm=final_norm, seed=seed)
+    stack = build_stack(depth, width=width, wiring="pre", sublayer="mlp", final_norm=final_norm, seed=seed + _off())
     x = torch.randn(64, width, generator=_gen(seed))
     with torch.no_grad():
         return (stack(x).pow(2).sum() / x.pow(2).sum()).item()
@@ -751,7 +857,7 @@ def demo_d5() -> Demo:
     growth = [preln_stream_growth(L) for L in depths]
     with_ln = [preln_stream_growth(L, final_norm=True) for L in depths]
     rows = [[L, f"{gr:.1f}", f"{fl:.2f}"] for L, gr, fl in zip(depths, growth, with_ln)]
-    return Demo("[D] 的 Pre-Norm 流程图少了最后一个 LayerNorm：主干 ‖x_L‖²/‖x_0‖² 随层数增长",
+    return Demo("[D] 的 Pre-Norm 流程图少了最后一个 LayerNorm：残差流 ‖x_L‖²/‖x_0‖² 随层数增长",
                 ["层数 L", "无最终 LN", "有最终 LN (GPT-2 的 ln_f)"], rows,
                 {**{f"growth_{L}": gr for L, gr in zip(depths, growth)},
                  **{f"final_ln_{L}": fl for L, fl in zip(depths, with_ln)}})
@@ -814,36 +920,41 @@ def demo_e3() -> Demo:
                 rows, values)
 
 
-def demo_e4() -> Demo:
+def demo_e4(steps: int = 200) -> Demo:
     g = _gen(15)
     p = 0.1
     text_mean = torch.zeros(2)                      # [E] §1.2 text: mean <- p*mean + (1-p)*batch
     code_mean = torch.zeros(2)                      # [E] §1.3 code: mean <- (1-p)*mean + p*batch
     ref = nn.BatchNorm1d(2, momentum=p)
-    trace_t, trace_c = [], []
-    for _ in range(40):
+    trace_t, trace_c, trace_r = [], [], []
+    for _ in range(steps):
         xb = torch.randn(8, 2, generator=g) + 4
         mu = xb.mean(0)
         text_mean = p * text_mean + (1 - p) * mu
         code_mean = (1 - p) * code_mean + p * mu
         ref(xb)
         trace_t.append(text_mean[0].item()), trace_c.append(code_mean[0].item())
-    jitter = lambda t: torch.tensor(t[-20:]).std().item()
-    values = {"text_vs_torch": _maxdiff(text_mean, ref.running_mean), "code_vs_torch": _maxdiff(code_mean, ref.running_mean),
+        trace_r.append(ref.running_mean[0].item())
+    half = steps // 2                               # the second half: after the running means have settled
+    jitter = lambda t: torch.tensor(t[half:]).std().item()
+    gap = lambda t: sum(abs(a - b) for a, b in zip(t[half:], trace_r[half:])) / (steps - half)
+    values = {"text_vs_torch": gap(trace_t), "code_vs_torch": _maxdiff(code_mean, ref.running_mean),
               "jitter_text": jitter(trace_t), "jitter_code": jitter(trace_c)}
-    rows = [["与 nn.BatchNorm1d(momentum=0.1) 的最大差", f"{values['text_vs_torch']:.3g}", f"{values['code_vs_torch']:.2g}"],
-            ["最后 20 步滑动均值的抖动 (std)", f"{values['jitter_text']:.3g}", f"{values['jitter_code']:.3g}"]]
+    rows = [[f"后 {steps - half} 步与 nn.BatchNorm1d(momentum=0.1) 的平均差", f"{values['text_vs_torch']:.3g}",
+             f"{values['code_vs_torch']:.2g}（最大差）"],
+            [f"后 {steps - half} 步滑动均值的抖动 (std)", f"{values['jitter_text']:.3g}", f"{values['jitter_code']:.3g}"]]
     return Demo("[E] §1.2 正文与 §1.3 代码对同一个 momentum = 0.1 的两种相反用法",
                 ["", "正文：p·旧 + (1−p)·新", "代码：(1−p)·旧 + p·新 (= PyTorch)"], rows, values)
 
 
-def momentum_traces(steps: int = 60, true_mean: float = 4.0, seed: int = 15) -> dict[str, list[float]]:
+@_seed_param
+def momentum_traces(steps: int = 60, true_mean: float = 4.0) -> dict[str, list[float]]:
     """Running mean of one feature under both readings of "momentum" (batches of 8 from N(true_mean, 1)).
 
     weight 0.1 on the new batch: torch's default = [B]'s m=0.9 old-value form = [E] §1.3's code
     weight 0.9 on the new batch: [E] §1.2's text with p=0.1 = [D]'s code with 0.9
     """
-    g = _gen(seed)
+    g = _gen(15)
     ref, fast = nn.BatchNorm1d(1, momentum=0.1), nn.BatchNorm1d(1, momentum=0.9)
     out: dict[str, list[float]] = {"batch": [], "new_weight_0.1": [], "new_weight_0.9": []}
     for _ in range(steps):
@@ -900,7 +1011,7 @@ def demo_e7() -> Demo:
     N = 24
     alpha, beta = constants("decoder", N)
     wrong, right = branch_shares(alpha, beta)
-    rows = [["支路 / 主干 ‖·‖（初始化时）", f"{wrong:.4f}", f"{right:.4f}"],
+    rows = [["分支 / 恒等路径 ‖·‖（初始化时）", f"{wrong:.4f}", f"{right:.4f}"],
             ["两者之比", f"{wrong / right:.3f}", f"α² = {alpha ** 2:.3f}"]]
     return Demo(f"[E] §4：x + α·F(x) vs 论文 LN(α·x + F(x)) (N={N}, α={alpha:.3f}, β={beta:.3f})",
                 ["", "[E] 的写法", "DeepNet §4.2"], rows, {"wrong": wrong, "right": right, "alpha": alpha})
@@ -908,16 +1019,17 @@ def demo_e7() -> Demo:
 
 def demo_e8() -> Demo:
     from .deepnorm import constants
-    rows = []
+    rows, values = [], {}
     for arch, kw in (("encoder", {"N": 12}), ("decoder", {"M": 12}), ("encdec_encoder", {"N": 12, "M": 12}),
                      ("encdec_decoder", {"N": 12, "M": 12})):
         a, b = constants(arch, **kw)
         rows.append([arch, f"{a:.3f}", f"{b:.3f}"])
+        values[f"{arch}_alpha"], values[f"{arch}_beta"] = a, b
     a_e, b_e = (2 * 12) ** 0.25, (8 * 12) ** -0.25
+    values["e_alpha"], values["e_beta"] = a_e, b_e
     rows.append(["[E]：(2N)^¼, (8N)^-¼ 用于一切", f"{a_e:.3f}", f"{b_e:.3f}"])
     rows.append(["β 作用于", "ffn、v_proj、out_proj", "不含 q_proj、k_proj（§4.3）"])
-    return Demo("[E] §4 的常数只对单一编码器/解码器成立（N = M = 12）", ["架构", "α", "β"], rows,
-                {"encdec_enc_alpha": float(rows[2][1]), "e_alpha": a_e})
+    return Demo("[E] §4 的常数只对单一编码器/解码器成立（N = M = 12）", ["架构", "α", "β"], rows, values)
 
 
 def demo_e9() -> Demo:
@@ -933,11 +1045,11 @@ def demo_e9() -> Demo:
     batch_means = torch.stack([xb.mean(0) for xb in batches])
     values = {"literal_var": literal.max().item(), "torch_running_var": ref.running_var.mean().item(),
               "fixed_vs_torch": _maxdiff(fixed, ref.running_var),
-              "single_batch_err": _maxdiff(batches[-1].mean(0), data.mean(0)),
+              "single_batch_err": (batch_means - data.mean(0)).abs().max(1).values.mean().item(),
               "expectation_err": _maxdiff(batch_means.mean(0), data.mean(0))}
     rows = [["50 个 batch 后的滑动方差（数据方差 ≈ 9）", f"{values['literal_var']:.3f}（停在初值）",
              f"{values['torch_running_var']:.3f}（nn.BatchNorm1d）"],
-            ["μ_test 与全部训练数据均值的最大差", f"{values['single_batch_err']:.3g}（某一个 batch 的 μ）",
+            ["μ_test 与全部训练数据均值的最大差", f"{values['single_batch_err']:.3g}（某一个 batch 的 μ，50 个 batch 的平均）",
              f"{values['expectation_err']:.2g}（E[μ_batch]，各 batch 均值的平均）"],
             ["去掉横线后的滑动方差与 nn.BatchNorm1d(momentum=1−p) 的最大差", "—", f"{values['fixed_vs_torch']:.2g}"]]
     return Demo("[E] §1.2 的两处记号：σ_t² 上多了滑动平均的横线；μ_test、σ²_test 少了期望 E",
@@ -960,6 +1072,7 @@ def rms_norm_no_upcast(x: Tensor, eps: float = 1e-6) -> Tensor:
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 
 
+@_seed_param
 def half_precision_stability() -> Demo:
     """[D] Q2 "RMSNorm 数值稳定性更好": float16 inputs, each norm with and without the float32 upcast,
     against F.layer_norm / F.rms_norm of the same (rounded) input in float32."""
@@ -976,6 +1089,97 @@ def half_precision_stability() -> Demo:
         rows.append([label] + [f"{errs[k]:.3g}" for k in ("ln_raw", "rms_raw", "ln_up", "rms_up")])
     return Demo("[D] Q2 \"RMSNorm 数值稳定性更好\"：float16 输入，与 float32 参照的最大差",
                 ["输入", "LN 不上转", "RMSNorm 不上转", "LN 先转 float32", "RMSNorm 先转 float32"], rows, values)
+
+class _HandLayerNorm(nn.Module):
+    """A hand-written LayerNorm module, the kind [D]'s timing code compares (our code)."""
+
+    def __init__(self, d: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.eps, self.gamma, self.beta = eps, nn.Parameter(torch.ones(d)), nn.Parameter(torch.zeros(d))
+
+    def forward(self, x: Tensor) -> Tensor:
+        mu = x.mean(-1, keepdim=True)
+        return self.gamma * (x - mu) / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + self.eps) + self.beta
+
+
+class _HandRMSNorm(nn.Module):
+    def __init__(self, d: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.eps, self.gamma = eps, nn.Parameter(torch.ones(d))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.gamma * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+
+@_seed_param
+def timing_pitfalls(shape: tuple[int, int, int] = (4, 384, 768), loops: int = 5, rounds: int = 7) -> Demo:
+    """[D]'s compare_normalization, its pattern in our code: build BN, LN and RMSNorm modules, then time
+    LN and RMSNorm once each with time.time() around a loop, no warm-up, no repetition.
+
+    Shows (on this machine): the very first call costs more than a typical call; the LN/RMS ratio of one
+    such loop moves from round to round; the BatchNorm that is built is never called (counted with hooks).
+    """
+    import statistics
+    d = shape[-1]
+    x = torch.randn(*shape, generator=_gen(40))
+    mods = {"bn": nn.BatchNorm1d(d), "ln": _HandLayerNorm(d), "rms": _HandRMSNorm(d)}
+    calls = dict.fromkeys(mods, 0)
+    for name, m in mods.items():
+        m.register_forward_hook(lambda mod, inp, out, name=name: calls.__setitem__(name, calls[name] + 1))
+    with torch.no_grad():
+        t0 = time.perf_counter()                    # the first call at this shape (allocations, caches)
+        mods["ln"](x)
+        first = time.perf_counter() - t0
+        singles = {name: _single_times(lambda m=mods[name]: m(x), 15) for name in ("ln", "rms")}
+        naive = []
+        for _ in range(rounds):                     # the source's pattern: one loop each, time.time()
+            t0 = time.time()
+            for _ in range(loops):
+                mods["ln"](x)
+            t_ln = time.time() - t0
+            t0 = time.time()
+            for _ in range(loops):
+                mods["rms"](x)
+            naive.append(t_ln / (time.time() - t0))
+    med = {name: statistics.median(t) for name, t in singles.items()}
+    values = {"first_vs_median_ln": first / med["ln"], "single_max_vs_min_ln": max(singles["ln"]) / min(singles["ln"]),
+              "naive_ratio_min": min(naive), "naive_ratio_max": max(naive), "median_ratio": med["ln"] / med["rms"],
+              "bn_calls": float(calls["bn"]), "ln_calls": float(calls["ln"])}
+    rows = [["LN 的第一次调用 ÷ 之后 15 次调用的中位数", f"{values['first_vs_median_ln']:.2f}"],
+            ["LN 单次调用 15 次：最慢 ÷ 最快", f"{values['single_max_vs_min_ln']:.2f}"],
+            [f"同一段计时代码重复 {rounds} 次，\"RMSNorm 加速倍数\" 的最小–最大", f"{min(naive):.2f}–{max(naive):.2f}"],
+            ["对照：15 次单次调用的中位数之比 LN ÷ RMSNorm", f"{values['median_ratio']:.2f}"],
+            ["建好的 BatchNorm1d 被调用的次数", f"{calls['bn']}（LN 被调用 {calls['ln']} 次）"]]
+    return Demo(f"[D] compare_normalization 的计时方式（本机，输入 {tuple(shape)}，每轮 {loops} 次）", ["现象", "本机测得"],
+                rows, values)
+
+
+def _single_times(fn: Callable[[], object], n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+# Which update rule each document's running statistics use (read from the documents; errata B1, D2, E4, E9).
+# "old weight m": running <- m * running + (1 - m) * batch;  "new weight m": running <- (1 - m) * running + m * batch
+# (PyTorch's form; torch's momentum is the new value's weight, default 0.1).
+MOMENTUM_CONVENTIONS: list[tuple[str, str, str, str]] = [
+    # (where, the rule as written, the value, the same thing in PyTorch)
+    ("[A] §2.2.1 代码", "没有滑动统计量（推理也用当前 batch，勘误 A2）", "—", "—"),
+    ("[B] BatchNorm 代码", "旧值权重 m：m·旧 + (1−m)·新", "m = 0.9", "momentum=0.1（默认值）✓"),
+    ("[D] BatchNorm1d 代码", "新值权重 m（PyTorch 的写法）", "m = 0.9", "momentum=0.9 ✗（勘误 D2）"),
+    ("[E] §1.2 正文", "旧值权重 p：p·旧 + (1−p)·新", "未给数值", "momentum = 1 − p"),
+    ("[E] §1.3 代码", "新值权重 m（PyTorch 的写法）", "m = 0.1", "momentum=0.1（默认值）✓"),
+]
+
+
+def momentum_table() -> Table:
+    return Table([list(r) for r in MOMENTUM_CONVENTIONS], ["资料", "更新式", "取值", "对应 nn.BatchNorm1d"],
+                 title="每份资料的 momentum 约定")
+
 
 # ---------------------------------------------------------------------------------------------
 # The catalogue
@@ -1016,7 +1220,7 @@ ERRATA: list[Erratum] = [
        "04_rmsnorm", "1. 从零写 RMSNorm", demo_a7),
     _e("A8", "A", "§2.5", "说法 claim",
        "称 DeepNorm 是 LayerNorm 的改进版：把残差分支的结果放大 α 倍再做 LN，从而在千层网络里保持梯度量级恒定。",
-       "DeepNorm 里的 LN 就是普通 LayerNorm；论文（摘要称之为\"修改残差连接的归一化函数\"）改的是残差连接，α 乘在恒等支路 x 上：LN(α·x + G(x))，另加 β 初始化（Wang et al. 2022 §4.2–4.3）。它的理论界定的是模型更新 ‖ΔF‖ 不随深度爆炸（摘要、§4），不是梯度恒定：初始化时每层权重的梯度按 β/α ∝ 1/√N 随深度变小。",
+       "DeepNorm 里的 LN 就是普通 LayerNorm；论文（摘要称之为\"修改残差连接的归一化函数\"）改的是残差连接，α 乘在恒等路径 x 上：LN(α·x + G(x))，另加 β 初始化（Wang et al. 2022 §4.2–4.3）。它的理论界定的是模型更新 ‖ΔF‖ 不随深度爆炸（摘要、§4），不是梯度恒定。我们测的是 MLP 块的堆叠、MSE 损失、初始化时：每一块 fc1、fc2 的权重梯度都与 β/α ∝ 1/√N 成正比（N = 6、24、96），即随深度变小。",
        "05_deepnorm", "3. 小规模复现：深层 Post-LN 训练不动，DeepNorm 可以", demo_a8),
     _e("B1", "B", "BatchNorm", "代码 code",
        "手写 BatchNorm 用 torch.is_grad_enabled() 判断训练/推理，滑动统计量是普通属性，滑动方差用有偏估计（[E] §1.3 的代码相同）。",
@@ -1035,8 +1239,8 @@ ERRATA: list[Erratum] = [
        "ReZero 的定义是 x + α·F(x)，去掉了 LayerNorm（Bachlechner et al. 2020 式 (1)、§1：训练 100 层以上的 Transformer 而不用 LayerNorm 和预热）。",
        "01_residuals", "4. 残差缩放：初始化时它们各做了什么", demo_c2),
     _e("C3", "C", "残差缩放与初始化 · 3. 深度缩放", "代码 code",
-       "名为 DeepNetTransformerBlock 的 Pre-LN 块在每次前向时把支路乘 1/√(2N)（layer_idx 未使用）。",
-       "DeepNet 是 Post-LN：主干乘 α，β 只在初始化时缩放部分权重（§4.2–4.3）；1/√(2N) 是 GPT-2 的初始化规则（§2.3），同样只在初始化时用。运行时常数乘子还把 Adam 的有效学习率缩小了同样倍数。",
+       "名为 DeepNetTransformerBlock 的 Pre-LN 块在每次前向时把分支乘 1/√(2N)（layer_idx 未使用）。",
+       "DeepNet 是 Post-LN：恒等路径乘 α，β 只在初始化时缩放部分权重（§4.2–4.3）；1/√(2N) 是 GPT-2 的初始化规则（§2.3），同样只在初始化时用。运行时常数乘子还把 Adam 的有效学习率缩小了同样倍数。",
        "05_deepnorm", "4. 放在一起看：DeepNorm、Admin 与残差缩放", demo_c3),
     _e("C4", "C", "层归一化的变体 · 2. PowerNorm", "代码 code",
        "PowerNorm 被写成每个 token 除以自身 p 次幂均值，再加 γ、β。",
@@ -1074,13 +1278,9 @@ ERRATA: list[Erratum] = [
        "Pre-Norm 在深层网络中梯度的数量级为 √L。",
        "Xiong et al. 2020 定理 1：Pre-LN 最后一层 FFN 权重的梯度上界是 O(d√(ln d / L))，随 L 按 1/√L 变小；Post-LN 的与 L 无关。",
        "06_placement", "2. Xiong et al. 2020：理论说了什么，我们复现出什么", demo_d3),
-    _e("D4", "D", "三大归一化技术对比", "说法 claim",
-       "对比表把 BatchNorm 的计算成本列为 \"中等\"、LayerNorm \"较高\"、RMSNorm \"最低\"。",
-       "推理时 BN 是逐通道的仿射变换，可折叠进前一层的权重，额外成本为 0（Ioffe & Szegedy Alg. 2）；LN 与 RMSNorm 的差距取决于实现与带宽，需实测（04 课第 5 节）。",
-       "02_batchnorm", "1. 从零写 BatchNorm", demo_d4),
     _e("D5", "D", "Pre-Norm vs Post-Norm（流程图）", "说法 claim",
        "Pre-Norm 的流程图在最后一个 Add 之后直接输出。",
-       "Pre-LN 的主干从不被归一化，范数随层数增长（Xiong et al. 2020 引理 2），所以 Pre-LN 模型在最后还有一个 LayerNorm（Xiong et al. Fig. 1；GPT-2 的 ln_f）。",
+       "Pre-LN 的残差流从不被归一化，范数随层数增长（Xiong et al. 2020 引理 2），所以 Pre-LN 模型在最后还有一个 LayerNorm：GPT-2 报告 §2.3 写明在最后一个自注意力块之后加一个 LayerNorm，代码里是 ln_f。（Xiong et al. 哪一张图或表画出了这个最终 LN，我们没能核实，所以不引用图号。）",
        "06_placement", "1. 五种接法，一个参数", demo_d5),
     _e("E1", "E", "§1", "说法 claim",
        "文本 (B, S, E) 上的 BN \"在 (B, E) 平面上归一化\"。",
@@ -1108,7 +1308,7 @@ ERRATA: list[Erratum] = [
        "04_rmsnorm", "3. 真实模型里的写法", demo_e6),
     _e("E7", "E", "§4", "公式 formula",
        "DeepNorm 把残差改成 x + α·F(x)（没有 LN），并把每层所有权重乘 β。",
-       "DeepNet §4.2：x_{l+1} = LN(α·x_l + G(x_l))，α 乘在主干（恒等支路）上；β 只缩放 ffn、v_proj、out_proj 的初始化（§4.3）。α 放错一边，支路占比大了 α² 倍。",
+       "DeepNet §4.2：x_{l+1} = LN(α·x_l + G(x_l))，α 乘在恒等路径上；β 只缩放 ffn、v_proj、out_proj 的初始化（§4.3）。α 放错一边，分支占比大了 α² 倍。",
        "05_deepnorm", "2. 两种常见的错误写法", demo_e7),
     _e("E8", "E", "§4", "公式 formula",
        "α = (2N)^¼、β = (8N)^-¼ 作为 DeepNorm 的常数，N 为层数。",
@@ -1128,15 +1328,24 @@ CLAIMS: list[tuple[str, str, str, str, str]] = [
     ("[A] §2.6；[B] LayerNorm", "Pre-Norm 最终效果不如 Post-Norm，因为它增加的是宽度而非深度",
      "前提（相邻层输入几乎相同）测得成立；\"最终效果更差\"在文献中没有定论（[D] 的表甚至说相反）",
      "06_placement", "4. \"Pre-Norm 增加的是宽度而不是深度\"——测一测"),
-    ("[C] 开头", "没有 Add & Norm，大模型无法突破 10 层", "12 块（24 层）无残差的网络在合适学习率下照样训练；10 层不是硬界限",
+    ("[C] 开头", "没有 Add & Norm，大模型无法突破 10 层",
+     "01 课的 12 块（24 层）无残差网络每块仍有 LayerNorm，它在合适学习率下能训练，只反驳了\"没有 Add 就不行\"。"
+     "不用任何 norm 层的深网络靠初始化也能训练：Fixup (Zhang et al. 2019) 与 ReZero (Bachlechner et al. 2020) "
+     "训练了上百层不带 norm 的残差网络，DyT (Zhu et al. 2025) 用逐元素的 tanh(αx) 代替 norm。10 层不是硬界限。",
      "01_residuals", "3. 残差网络像浅层网络的集成：删掉一个块"),
+    ("[D] 知识总结 · 三大归一化技术对比", "计算成本：BN \"中等\"、LN \"较高\"、RMSNorm \"最低\"",
+     "推理时，紧跟在 Linear/Conv 后面的 BN 可以折叠进它的权重：输出相同，耗时与单独的 Linear 相同，额外成本为 0"
+     "（Ioffe & Szegedy 2015 Alg. 2）。训练时不行：BN 要做 batch 归约、更新滑动统计量、反向传播，多卡时还要同步。"
+     "LN 与 RMSNorm 的差距取决于实现（04 课第 5 节）。测量：errata.bn_cost()",
+     "09_companion", "3. 程度性说法：在哪里测量"),
     ("[D] Q2", "RMSNorm 省去均值计算，减少约 15% 计算量", "省多少取决于实现与带宽；本机测得的比值见 04 课", "04_rmsnorm",
      "5. RMSNorm 真的更快吗？"),
     ("[E] §3", "RMSNorm 节省 7%–64% 的运算", "论文说的是运行时间（Zhang & Sennrich 2019 摘要，2019 年的 GPU 实现），不是运算量",
      "04_rmsnorm", "5. RMSNorm 真的更快吗？"),
-    ("[D] 代码 compare_normalization", "用 time.time() 循环 1000 次比较手写 LN 与 RMSNorm 的速度",
-     "无预热、无重复取中位数、比的是手写模块而非 F.layer_norm/F.rms_norm；正确的测法见 normlab.bench", "04_rmsnorm",
-     "5. RMSNorm 真的更快吗？"),
+    ("[D] 代码 compare_normalization", "用 time.time() 各循环 1000 次比较手写 LN 与 RMSNorm 的速度",
+     "没有预热、不重复：第一次调用的开销和其他进程的干扰都算进结果；建了 BatchNorm1d 却从不计时；"
+     "比的是手写模块而非 F.layer_norm/F.rms_norm。测量：errata.timing_pitfalls()；正确的测法见 normlab.bench",
+     "09_companion", "3. 程度性说法：在哪里测量"),
     ("[D] Pre/Post-Norm", "Post-Norm 浅层（≤6 层）效果更好，Pre-Norm 深层更优", "经验说法，无出处；与 [A]/[B] 的结论相反",
      "06_placement", "5. 各大模型用的是哪一种"),
     ("[D] Q2", "RMSNorm 数值稳定性更好",
@@ -1147,6 +1356,107 @@ CLAIMS: list[tuple[str, str, str, str, str]] = [
      "Santurkar et al. 2018：ICS 与 BN 的效果关系不大，BN 使优化地形更平滑", "02_batchnorm",
      "6. BN 为什么有效？\"内部协变量偏移\"之争"),
 ]
+
+# The flawed snippet of each erratum: the document's mistake in a few lines of our own code (never
+# the document's code), with the line that fixes it. errata.show(id) prints it above the measurement.
+SNIPPETS: dict[str, str] = {
+    "A1": """# [A] §1: "d(x + F(x))/dx = 1 + dF/dx, so the gradient never vanishes"
+grad_x = grad_y * (1 + dF_dx)          # scalar reading
+# fix: a Jacobian, and depth multiplies them: prod_l (I + J_F_l), which can shrink or grow""",
+    "A2": """def batch_norm(x, gamma, beta):     # no running statistics at all
+    dims = (0,) if x.dim() == 2 else (0, 2, 3)
+    mu, var = x.mean(dims), x.var(dims, unbiased=False)
+    return gamma * (x - mu) / (var + eps).sqrt() + beta
+# fix: keep running_mean/var in training, use them in eval (nn.BatchNorm1d)""",
+    "A3": """self.gamma = nn.Parmaeter(torch.ones(d))      # misspelt: AttributeError
+y = (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True, unbiased=False) + eps)
+# fix: nn.Parameter, and (x - mu) / sqrt(var + eps)""",
+    "A4": """xf = x.float()
+y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+return self.weight * y.type_as(x)     # float32 weight promotes a bf16 result back to float32
+# fix: multiply in the input's dtype, or cast the result: (self.weight * y).type_as(x)""",
+    "A5": """def forward(self, x):
+    return self.ln(self.alpha * x + self.ffn(self.beta * x))   # beta applied at every call
+# fix: beta scales the init of ffn / v_proj / out_proj once; forward is ln(alpha * x + ffn(x))""",
+    "A6": """# [A] §2.6: "Pre-LN was proposed by Xiong et al. 2020"
+# fix: Pre-LN was used before (GPT-2 report §2.3, Baevski & Auli 2019, Wang et al. 2019);
+#      Xiong et al. analysed it (Theorem 1) and dropped the warm-up""",
+    "A7": """# [A] §2.4: "RMSNorm = formula (1) without mu"   -- but (1) is BatchNorm (statistics over dim 0)
+y = x / torch.sqrt(x.pow(2).mean(0, keepdim=True) + eps)
+# fix: formula (2), LayerNorm, without mu: x / sqrt(mean(x**2, dim=-1) + eps)""",
+    "A8": """# [A] §2.5: "DeepNorm is an improved LayerNorm that keeps gradient magnitudes constant"
+x = layer_norm(alpha * x + G(x))      # the LN is plain; alpha on the identity path, beta at init
+# fix: it bounds the model update ||dF||; the gradients shrink with depth as beta/alpha""",
+    "B1": """if not torch.is_grad_enabled():      # mode read from autograd, not from model.eval()
+    x_hat = (x - self.moving_mean) / torch.sqrt(self.moving_var + eps)
+self.moving_mean = m * self.moving_mean + (1 - m) * mean   # plain attribute, not a buffer
+# fix: if not self.training; register_buffer; store the unbiased batch variance""",
+    "B2": """# [B]: "RMSNorm has no scaling (stretch), so it saves parameters"
+# fix: RMSNorm drops the mean and the bias beta; the gain gamma (weight) stays""",
+    "C1": """self.gamma = nn.Parameter(0.1 * torch.ones(d))   # LayerScale, 0.1 at any depth, "from MetaNet"
+# fix: CaiT (Touvron et al. 2021 §3): 0.1 up to depth 18, 1e-5 at 24, 1e-6 deeper""",
+    "C2": """h = x + self.alpha * self.attn(self.ln1(x))      # "ReZero" that keeps the LayerNorms
+# fix: ReZero is x + alpha * F(x), alpha = 0 at init, no LayerNorm (Bachlechner et al. 2020 eq. 1)""",
+    "C3": """scale = 1 / math.sqrt(2 * num_layers)            # "DeepNet", Pre-LN, every forward
+x = x + scale * self.ffn(self.ln(x))
+# fix: DeepNet is Post-LN: ln(alpha * x + ffn(x)), beta only at init (§4.2-4.3)""",
+    "C4": """norm = x.abs().pow(p).mean(-1, keepdim=True).pow(1 / p)   # per token
+y = gamma * x / (norm + eps) + beta                         # called "PowerNorm"
+# fix: Shen et al.'s PowerNorm uses the batch's quadratic mean and its running average""",
+    "C5": """# [C]'s model table: "T5 — LayerNorm"
+# fix: T5's norm subtracts no mean and has no bias: RMSNorm-style (Raffel et al. 2020 §2.1)""",
+    "C6": """for name, module in model.named_modules():
+    if isinstance(module, nn.LayerNorm):
+        stats[name] = module.input.mean()     # nn.Module has no .input: AttributeError
+# fix: register_forward_hook, read (input, output) in the hook, remove() the handle""",
+    "C7": """def analyse_gradients(model):
+    for name, p in model.named_parameters():
+        p.register_hook(lambda g, name=name: log(name, g))   # handle never kept, never removed
+# fix: keep the handles and h.remove() them, or read p.grad after backward()""",
+    "C8": """class FusedAddLayerNorm(nn.Module):      # "one fused operation"
+    def forward(self, x, residual):
+        s = x + residual                        # then mean, var, sub, div, mul, add: separate eager ops
+        return self.weight * (s - s.mean(-1, keepdim=True)) / torch.sqrt(s.var(-1, keepdim=True, unbiased=False) + eps) + self.bias
+# fix: fusion needs one kernel (Triton, torch.compile); eager code is the same ops as before""",
+    "C9": """ln = LayerNorm(d, eps=1e-12)            # BERT's eps, then model.half()
+# fix: 1e-12 rounds to 0 in float16: a constant row gives 0/0 = NaN; use 1e-5 or compute in float32""",
+    "D1": """var = x.var(dim=-1, keepdim=True)       # unbiased by default (divides by n - 1)
+y = (x - x.mean(-1, keepdim=True)) / torch.sqrt(var + eps)
+# fix: x.var(dim=-1, keepdim=True, unbiased=False), as LayerNorm and BatchNorm normalise""",
+    "D2": """self.momentum = 0.9                      # meant as the old value's weight ...
+self.running_mean = (1 - self.momentum) * self.running_mean + self.momentum * mean   # ... used as the new one's
+# fix: momentum=0.1 in this (PyTorch's) form, update under no_grad, store the unbiased variance""",
+    "D3": """# [D] Q4: "in Pre-Norm the gradient is of order sqrt(L)"
+# fix: Xiong et al. 2020 Theorem 1: the last FFN's gradient in Pre-LN is O(d sqrt(ln d / L)), falling as 1/sqrt(L)""",
+    "D5": """for block in blocks:                     # Pre-Norm flow chart: x + F(LN(x)), block after block ...
+    x = x + block.ffn(block.ln(x))
+return x                                 # ... and out, no final norm
+# fix: return final_ln(x), as GPT-2's ln_f""",
+    "E1": """# [E] §1: BN on text (B, S, E) "normalises over the (B, E) plane"
+mu = x.mean(dim=(0, 2), keepdim=True)    # one statistic per position s
+# fix: one statistic per feature e, over (B, S): nn.BatchNorm1d(E)(x.transpose(1, 2))""",
+    "E2": """# [E] §2: LN on images "normalises over the (B, HW) plane"
+mu = x.mean(dim=(0, 2, 3), keepdim=True) # that is BatchNorm's grouping
+# fix: LN takes each sample over (C, H, W): F.layer_norm(x, x.shape[1:]) = GroupNorm(1, C)""",
+    "E3": """y = (x - running_mean) / (running_var + eps)       # [E] §1.2 at test time: no square root
+# fix: (x - running_mean) / torch.sqrt(running_var + eps)""",
+    "E4": """running = p * running + (1 - p) * batch_mean        # §1.2 text: p weights the OLD value
+running = (1 - p) * running + p * batch_mean        # §1.3 code: p weights the NEW value (PyTorch)
+# fix: one meaning; PyTorch's momentum is the new value's weight, default 0.1""",
+    "E5": """y = (x - mu) / torch.sqrt(sigma + eps)             # [E] §2: sigma is a standard deviation here
+# fix: torch.sqrt(sigma**2 + eps), the variance under the root""",
+    "E6": """y = x / (torch.sqrt(x.pow(2).mean(-1, keepdim=True)) + eps)   # [E] §3 formula: eps outside
+y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)     # [E] §3 code:    eps inside
+# fix: pick one; PyTorch and LLaMA put eps inside the root""",
+    "E7": """x = x + alpha * F(x)                     # [E] §4: alpha on the branch, no LayerNorm
+# fix: DeepNet §4.2: x = LN(alpha * x + F(x)), alpha on the identity path""",
+    "E8": """alpha, beta = (2 * N) ** 0.25, (8 * N) ** -0.25    # [E] §4, "for DeepNorm"
+# fix: these are the encoder-only (or decoder-only) values; encoder-decoder has its own (DeepNet §4.3)""",
+    "E9": """running_var = p * running_var + (1 - p) * running_var   # [E] §1.2 literally: bar on sigma_t^2 too
+mu_test = mu_batch                                       # no expectation E[.]
+# fix: running_var = p * running_var + (1 - p) * batch_var;  mu_test = E[mu_batch]""",
+}
+
 
 _BY_ID = {e.id: e for e in ERRATA}
 
@@ -1160,9 +1470,29 @@ def get(erratum_id: str) -> Erratum:
                        f"{', '.join(_BY_ID)}。") from None
 
 
-def demo(erratum_id: str) -> Demo:
-    """Run the demonstration of one erratum (fixed seeds) and return its table and numbers."""
-    return get(erratum_id).run()
+def demo(erratum_id: str, seed: int = 0) -> Demo:
+    """Run the demonstration of one erratum with ``seed`` and return its table and numbers."""
+    e = get(erratum_id)
+    with _seeded(seed):
+        return e.run()
+
+
+def show(erratum_id: str, seed: int = 0) -> Demo:
+    """Print the erratum's flawed snippet (our code, with the fix), then run its demo with ``seed``
+    and display the measurement. Returns the Demo (its ``values`` are the numbers)."""
+    e = get(erratum_id)
+    head = f"{e.id} · [{e.doc}] {e.section}：资料的写法（转述为我们自己的代码）"
+    d = demo(erratum_id, seed=seed)
+    try:
+        from IPython import get_ipython
+        from IPython.display import Markdown, display
+        if get_ipython() is None:
+            raise ImportError
+        display(Markdown(f"{head}\n\n```python\n{SNIPPETS[e.id]}\n```"))
+        display(d)
+    except ImportError:
+        print(head, SNIPPETS[e.id], "", str(d), sep="\n")
+    return d
 
 
 def catalogue(doc: str | None = None) -> Table:

@@ -48,6 +48,19 @@ def test_a1_residual_gain_is_product_of_jacobians():
         assert errata.residual_chain_grad(c) == pytest.approx((1 + c) ** 10, rel=1e-4)
 
 
+def test_a1_random_mlp_gain_matches_the_jacobian_product_and_is_not_one():
+    # one block: the measured multiplier is ||(I + J_F)^T u|| / ||u||, J_F from torch.autograd.functional
+    width, g = 8, torch.Generator().manual_seed(30)
+    x0 = torch.randn(16, width, generator=g)
+    w1 = torch.randn(4 * width, width, generator=g) * math.sqrt(2 / width)
+    w2 = torch.randn(width, 4 * width, generator=g) * math.sqrt(2 / (4 * width))
+    u = torch.randn(16, width, generator=g)
+    jac = torch.autograd.functional.jacobian(lambda x: x + F.relu(x @ w1.T) @ w2.T, x0)   # (16, w, 16, w)
+    hand = (torch.einsum("ij,ijkl->kl", u, jac).norm() / u.norm()).item()
+    assert errata.residual_mlp_gain(depth=1, width=width) == pytest.approx(hand, rel=1e-5)
+    assert errata.residual_mlp_gain() > 20 and errata.residual_mlp_gain(gain=0.5) > 1.3   # [A] would say 1
+
+
 def test_a2_no_running_stats_single_sample_gives_beta():
     flawed, ref = errata.NoRunningStatsBatchNorm(3), nn.BatchNorm1d(3)
     for _ in range(20):
@@ -121,15 +134,21 @@ def test_a8_deepnorm_ln_is_plain_and_gradient_scales_with_beta_over_alpha():
         assert b / a == pytest.approx(1 / (2 * math.sqrt(N)), rel=1e-12)
     g6, u6 = errata.deepnorm_probe(6, "deepnorm")
     g96, _ = errata.deepnorm_probe(96, "deepnorm")
-    assert g6 / g96 == pytest.approx(math.sqrt(96 / 6), rel=0.1)    # so the gradient falls as 1/sqrt(N)
+    assert g6[0][0] / g96[0][0] == pytest.approx(math.sqrt(96 / 6), rel=0.1)    # so the gradient falls as 1/sqrt(N)
+    for N, grads in ((6, g6), (96, g96)):                           # every block, fc1 and fc2: the same law
+        ratio = 1 / (2 * math.sqrt(N))
+        scaled = [gr / ratio for pair in grads for gr in pair]
+        assert len(scaled) == 2 * N and max(scaled) / min(scaled) < 1.4
     assert u6 < errata.deepnorm_probe(6, "post")[1] / 3
-    # the probe's gradient equals one computed here with autograd on the same stack
+    # the probe's gradients equal ones computed here with autograd on the same stack
     from normlab.blocks import build_stack
     stack = build_stack(6, width=32, wiring="deepnorm", sublayer="mlp", seed=0)
     gen = torch.Generator().manual_seed(300)
     xs, t = torch.randn(64, 32, generator=gen), torch.randn(64, 32, generator=gen)
-    (gw,) = torch.autograd.grad(((stack(xs) - t) ** 2).mean(), [stack.blocks[0].mlp.sublayer.fc1.weight])
-    assert gw.norm().item() == pytest.approx(g6, rel=1e-5)
+    ws = [stack.blocks[0].mlp.sublayer.fc1.weight, stack.blocks[-1].mlp.sublayer.fc2.weight]
+    gw = torch.autograd.grad(((stack(xs) - t) ** 2).mean(), ws)
+    assert gw[0].norm().item() == pytest.approx(g6[0][0], rel=1e-5)
+    assert gw[1].norm().item() == pytest.approx(g6[-1][1], rel=1e-5)
 
 
 # --- [B] / [E] §1.3 -------------------------------------------------------------------------
@@ -180,9 +199,10 @@ def test_c1_layerscale_drift_scales_with_init():
     small, tiny = errata.layerscale_drift(1e-5), errata.layerscale_drift(1e-6)
     assert small / tiny == pytest.approx(10, rel=0.01)            # linear in the init when small
     assert errata.layerscale_drift(0.1) > 1e3 * small
-    # CaiT §3 uses 0.1 up to depth 18, 1e-5 at depth 24, 1e-6 deeper: the erratum must say so
-    right = errata.get("C1").right
-    assert "0.1" in right and "18" in right and "1e-5" in right and "1e-6" in right
+    # CaiT: init 1e-5 for the depth-24 models, 1e-6 for S36 (deit cait_models.py), 0.1 only up to depth 18
+    assert errata.CAIT_INIT == {18: 0.1, 24: 1e-5, 36: 1e-6}
+    v = errata.demo("C1").values
+    assert v["drift_1e-05"] == pytest.approx(errata.layerscale_drift(errata.CAIT_INIT[24]), rel=1e-6)
 
 
 def test_c3_runtime_multiplier_shrinks_adam_step():
@@ -272,6 +292,21 @@ def test_d4_folded_batchnorm_matches_torch():
         assert torch.allclose(errata.fold_batchnorm(lin, bn)(x), bn(lin(x)), atol=1e-5)
 
 
+def test_d4_is_a_claim_with_both_sides_measured():
+    assert "D4" not in {e.id for e in errata.ERRATA}             # a claim of degree, not an erratum
+    assert any(c[0].startswith("[D] 知识总结") and "bn_cost" in c[2] for c in errata.CLAIMS)
+    v = errata.bn_cost(batch=64, d_in=16, d_out=32).values
+    assert v["fold_rel_diff"] < 1e-5
+    assert v["train_step_ratio"] > 1.0                           # training pays for BN's reductions and backward
+    assert 0.3 < v["fold_vs_linear"] < 3                          # the folded layer is a plain Linear
+
+
+def test_timing_pitfalls_bn_is_built_but_never_timed():
+    v = errata.timing_pitfalls(shape=(2, 8, 16), loops=2, rounds=3).values
+    assert v["bn_calls"] == 0 and v["ln_calls"] == 1 + 15 + 2 * 3   # first call, 15 singles, the naive loops
+    assert v["naive_ratio_min"] <= v["naive_ratio_max"]
+
+
 def test_d5_preln_stream_grows_and_the_final_norm_resets_it():
     assert errata.preln_stream_growth(24) > 2 * errata.preln_stream_growth(6)
     x = torch.randn(64, 32)                                      # hand: LN(.) rows have mean 0, var 1
@@ -310,9 +345,15 @@ def test_e7_branch_share_ratio_is_alpha_squared():
 
 
 def test_e8_encdec_constants_differ():
+    # DeepNet §4.3, written here by hand (N = M = 12)
+    N = M = 12
+    paper = {"encoder": ((2 * N) ** 0.25, (8 * N) ** -0.25), "decoder": ((2 * M) ** 0.25, (8 * M) ** -0.25),
+             "encdec_encoder": (0.81 * (N ** 4 * M) ** (1 / 16), 0.87 * (N ** 4 * M) ** (-1 / 16)),
+             "encdec_decoder": ((3 * M) ** 0.25, (12 * M) ** -0.25)}
     d = errata.demo("E8").values
-    assert d["encdec_enc_alpha"] == pytest.approx(0.81 * (12 ** 5) ** (1 / 16), rel=1e-3)
-    assert abs(d["encdec_enc_alpha"] - d["e_alpha"]) > 0.3
+    for arch, (a, b) in paper.items():
+        assert d[f"{arch}_alpha"] == pytest.approx(a, rel=1e-3) and d[f"{arch}_beta"] == pytest.approx(b, rel=1e-3)
+    assert abs(d["encdec_encoder_alpha"] - d["e_alpha"]) > 0.3
 
 
 def test_e9_literal_update_is_a_no_op_and_the_fixed_one_is_torchs():
@@ -342,8 +383,9 @@ def test_half_precision_claim_d_q2():
     assert (F.rms_norm(h.float(), (64,), eps=1e-6) - 1).abs().max() < 0.02   # the right answer is about 1
     assert torch.isfinite(errata.layer_norm_no_upcast(h)).all()
     v = errata.half_precision_stability().values
-    assert v["rms_raw_offset"] > 0.5 > v["ln_raw_offset"] and v["rms_up_offset"] < 2e-3
-    assert any(c[0] == "[D] Q2" and "稳定" in c[1] for c in errata.CLAIMS)
+    assert v["rms_raw_offset"] == pytest.approx(1.0, abs=0.05)          # every output 0 where the answer is ~1
+    assert 0.01 < v["ln_raw_offset"] < 0.5 and v["rms_up_offset"] < 2e-3
+    assert v["rms_raw_wide"] > 1 and v["ln_raw_wide"] > 1
 
 
 def test_momentum_traces_follow_torch_formula_by_hand():
@@ -367,3 +409,42 @@ def test_every_erratum_has_a_labelled_callout_in_its_chapter():
     missing = [e.id for e in errata.ERRATA
                if not re.search(rf"\*\*{e.id}\*\*", (notebooks / f"{e.chapter}.md").read_text(encoding="utf-8"))]
     assert not missing, f"no labelled callout in the chapter for: {missing}"
+
+
+def test_every_erratum_has_a_flawed_snippet_and_show_prints_it(capsys):
+    assert set(errata.SNIPPETS) == {e.id for e in errata.ERRATA}
+    for eid, code in errata.SNIPPETS.items():
+        lines = code.splitlines()
+        assert 2 <= len(lines) <= 6 and any(line.startswith("# fix:") for line in lines), eid
+    d = errata.show("E3", seed=1)
+    out = capsys.readouterr().out
+    assert errata.SNIPPETS["E3"] in out and "E3" in out and d.values["diff"] > 0.5
+
+
+def test_demo_seed_changes_inputs_and_leaves_the_global_rng_alone():
+    a, b = errata.demo("E3", seed=0).values, errata.demo("E3", seed=1).values
+    assert a["diff"] != b["diff"]
+    assert errata.demo("E3", seed=1).values == b                    # same seed, same numbers
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    errata.demo("A8", seed=2)                                        # builds models, reseeds inside
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_momentum_conventions_per_document():
+    rows = {where: (rule, value, torch_eq) for where, rule, value, torch_eq in errata.MOMENTUM_CONVENTIONS}
+    # [B] and [E]'s text weight the old value; [D] and [E]'s code use PyTorch's form (errata B1, D2, E4)
+    assert "旧值" in rows["[B] BatchNorm 代码"][0] and rows["[B] BatchNorm 代码"][1] == "m = 0.9"
+    assert "新值" in rows["[D] BatchNorm1d 代码"][0] and rows["[D] BatchNorm1d 代码"][1] == "m = 0.9"
+    assert "新值" in rows["[E] §1.3 代码"][0] and rows["[E] §1.3 代码"][1] == "m = 0.1"
+    # the numbers: [B]'s m = 0.9 old-value form is torch's momentum 0.1; [D]'s is torch's 0.9
+    x = torch.randn(8, 3)
+    b_form = errata.GradModeBatchNorm(3, m=0.9)
+    b_form(x)
+    torch01 = nn.BatchNorm1d(3, momentum=0.1)
+    torch01(x)
+    assert torch.allclose(b_form.moving_mean, 0.1 * x.mean(0)) and torch.allclose(torch01.running_mean, 0.1 * x.mean(0))
+    d_form, torch09 = errata.MomentumMixupBatchNorm(3), nn.BatchNorm1d(3, momentum=0.9)
+    d_form(x), torch09(x)
+    assert torch.allclose(d_form.running_mean, torch09.running_mean)
