@@ -110,7 +110,7 @@ def check(kind: str, impl, level: str = "interview") -> Report:
         torch.set_num_threads(threads)
     report = Report(kind, findings, level=level)
     if kind in _started:
-        report.elapsed = time.time() - _started[kind]
+        report.elapsed = time.time() - _started.pop(kind)
     return report
 
 

@@ -83,6 +83,9 @@ class Report:
             n = sum(1 for f in self.findings if f.level == lv)
             what = ("公式与语义 (formula and semantics)" if lv == "interview"
                     else "可直接替换 torch 模块 (drop-in for the torch module)")
+            if n == 0:
+                lines.append(f"{LEVEL_NAME[lv]} ({lv}) — 这类练习没有{LEVEL_NAME[lv]}检查 (no {lv} checks for this kind)")
+                continue
             if lv == "production" and not bad and not self.passed:
                 lines.append(f"{LEVEL_NAME[lv]} ({lv}) ✗ {what}：先通过面试级（公式不对时不再重复比较数值）")
                 continue
