@@ -1,18 +1,22 @@
 """Errata of the five source documents [A]..[E]: each mistake as a minimal runnable function.
 
 For every erratum there is (1) a *flawed* function that reproduces the document's mistake in
-our own words and code (never a copy of theirs), (2) the correct reference (``torch.nn``,
-autograd, or a hand computation), and (3) a ``demo`` that puts the two side by side and
-returns the numbers as a :class:`Demo` (a small table plus a dict of key values that the
-companion notebook and ``tests/test_errata.py`` assert on).
+our own words and code (never a copy of theirs), with a few-line summary of it in ``SNIPPETS``,
+(2) the correct reference (``torch.nn``, autograd, or a hand computation), and (3) a ``demo``
+that puts the two side by side and returns the numbers as a :class:`Demo` (a small table plus
+a dict of key values that the companion notebook checks with ``expect`` and
+``tests/test_errata.py`` tests).
 
     from normlab import errata
-    errata.catalogue()          # index table: id, where, what it says, what is right, chapter
-    d = errata.demo("E3")       # run one demonstration; d.values["..."] are the key numbers
+    errata.catalogue()               # index table: id, where, what it says, what is right, chapter
+    d = errata.show("E3", seed=0)    # print the flawed snippet, run the demo, display its table
+    d = errata.demo("E3", seed=3)    # the demo alone; d.values["..."] are the key numbers
 
-Ids are "<document letter><number>" (A1, ..., E9). Claims that are a matter of degree
-(speed, "Pre-Norm is worse") are not errata: they are listed in ``CLAIMS`` with the chapter
-cell that measures them.
+``seed`` shifts every random stream of a demo (the notebook passes ``normlab.seed()``); the
+global RNG is left as it was. Ids are "<document letter><number>" (A1, ..., E9; D4 became a
+claim). Claims that are a matter of degree (speed, cost, "Pre-Norm is worse") are not errata:
+they are listed in ``CLAIMS`` with the chapter cell that measures them; ``bn_cost``,
+``timing_pitfalls`` and ``half_precision_stability`` measure three of them here.
 """
 
 from __future__ import annotations
