@@ -154,3 +154,41 @@ def test_decoder_block_has_three_sublayers_sharing_one_memory():
     assert all(b.attn.sublayer.causal and b.cross is not None for b in stack.blocks)
     assert stack.blocks[0].cross.sublayer.memory is stack.blocks[2].cross.sublayer.memory
     assert stack(torch.randn(2, 5, 16)).shape == (2, 5, 16)
+
+
+# --- DigitsNet's initialisations (notebook 01's network without any norm layer) ---------------
+
+def test_digitsnet_he_init_keeps_the_signal_size_through_a_plain_stack_without_norm():
+    from normlab.residuals import DigitsNet
+
+    torch.manual_seed(0)
+    x = torch.randn(512, 64)
+    he, xavier = DigitsNet(12, 64, "plain", "none", init="he"), DigitsNet(12, 64, "plain", "none")
+    fc1, fc2 = he.stack.blocks[0].mlp.sublayer.fc1, he.stack.blocks[0].mlp.sublayer.fc2
+    assert fc1.weight.std().item() == pytest.approx((1 / 64) ** 0.5, rel=0.05)      # reads a linear output
+    assert fc2.weight.std().item() == pytest.approx((2 / 256) ** 0.5, rel=0.05)     # reads ReLU(fc1 x)
+
+    def last_over_first(net):
+        with torch.no_grad():
+            h0 = net.embed(x)
+            return (net.stack(h0).std() / h0.std()).item()
+    assert 0.3 < last_over_first(he) < 3                     # He: the size survives 12 blocks (24 layers)
+    assert last_over_first(xavier) < 1e-2                     # Xavier: ~0.57 per block
+
+
+def test_digitsnet_fixup_init_zeroes_each_branch_end_and_the_classifier():
+    from normlab.residuals import DigitsNet
+
+    net = DigitsNet(12, 64, "pre", "none", init="fixup")
+    for block in net.stack.blocks:
+        assert torch.count_nonzero(block.mlp.sublayer.fc2.weight) == 0
+        assert block.mlp.sublayer.fc1.weight.std().item() == pytest.approx((1 / 64) ** 0.5 * 12 ** -0.5, rel=0.1)
+    assert torch.count_nonzero(net.head.weight) == 0
+    x = torch.randn(8, 64)
+    with torch.no_grad():
+        h = net.embed(x)
+        assert torch.equal(net.stack(h), h)                   # every block starts as the identity
+    with pytest.raises(ValueError, match="init"):
+        DigitsNet(2, 8, init="kaiming")
+    with pytest.raises(ValueError, match="Fixup"):
+        DigitsNet(2, 8, "plain", init="fixup")
