@@ -65,12 +65,14 @@ class Report:
         return {f.id for f in (self.failed if failed_only else self.findings)}
 
     def verdict(self) -> str:
-        """One line: "面试级 ✓ · 工程级 2 项"."""
+        """One line: "面试级 ✓ · 工程级 ✗ 2 项" ("工程级 —" for kinds without production checks)."""
         parts = []
         for lv in LEVELS:
             n = sum(1 for f in self.findings if not f.passed and f.level == lv)
             if n == 0 and lv == "production" and not self.passed:
                 parts.append(f"{LEVEL_NAME[lv]} ✗（先修正公式）")
+            elif lv == "production" and not any(f.level == lv for f in self.findings):
+                parts.append(f"{LEVEL_NAME[lv]} —")
             else:
                 parts.append(f"{LEVEL_NAME[lv]} ✓" if n == 0 else f"{LEVEL_NAME[lv]} ✗ {n} 项")
         return " · ".join(parts)
