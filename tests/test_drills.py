@@ -738,3 +738,19 @@ def test_deepnorm_init_card():
     state = torch.random.get_rng_state()
     drills.check("deepnorm_init", dn_init)
     assert torch.equal(state, torch.random.get_rng_state())      # the learner's random stream is untouched
+
+
+def test_learner_version_of_the_drill_notebook_is_valid_python():
+    """The learner copy drops answers and solution-only lines: every code cell must still parse
+    (a loop whose body was solution-only once left a bare `for` header)."""
+    import ast
+
+    import jupytext
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    import notebooks as nbtools
+
+    nb = nbtools.versions(jupytext.read(Path(__file__).resolve().parent.parent / "notebooks" / "08_drills.md"), learner=True)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            ast.parse(cell.source)
+    assert any("NotImplementedError" in c.source for c in nb.cells if c.cell_type == "code")

@@ -102,7 +102,8 @@ EPS_NAMES = ("eps", "epsilon", "variance_epsilon")
 
 
 def tensors_of(m) -> dict[str, Tensor]:
-    """Every tensor attribute of a module or of a plain object (makemore-style classes)."""
+    """Every tensor attribute of a module (its own first, then those of submodules, by dotted
+    name: a class that wraps nn.LayerNorm) or of a plain object (makemore-style classes)."""
     found: dict[str, Tensor] = {}
     if isinstance(m, torch.nn.Module):
         found.update({n: p for n, p in m.named_parameters(recurse=False)})
@@ -110,14 +111,25 @@ def tensors_of(m) -> dict[str, Tensor]:
     for n, v in getattr(m, "__dict__", {}).items():
         if isinstance(v, Tensor) and n not in found:
             found[n] = v
+    if isinstance(m, torch.nn.Module):
+        for n, p in m.named_parameters():
+            found.setdefault(n, p)
+        for n, b in m.named_buffers():
+            if b is not None:
+                found.setdefault(n, b)
     return found
+
+
+def leaf(name: str) -> str:
+    return name.rsplit(".", 1)[-1]
 
 
 def find_tensor(m, names: tuple[str, ...], numel: int, exclude: tuple[str, ...] = ()) -> tuple[str | None, Tensor | None]:
     ts = tensors_of(m)
     for n in names:
-        if n in ts and ts[n].numel() == numel and n not in exclude:
-            return n, ts[n]
+        for full, t in ts.items():
+            if leaf(full) == n and t.numel() == numel and full not in exclude:
+                return full, t
     return None, None
 
 
@@ -125,7 +137,7 @@ def find_gain(m, numel: int):
     name, t = find_tensor(m, GAIN_NAMES, numel)
     if t is None:       # an unusual name: the first learnable tensor of the right size
         for n, v in tensors_of(m).items():
-            if v.numel() == numel and v.requires_grad and n not in BIAS_NAMES:
+            if v.numel() == numel and v.requires_grad and leaf(n) not in BIAS_NAMES:
                 return n, v
     return name, t
 
@@ -143,9 +155,9 @@ def find_stats(m, numel: int):
     (mn, mt), (vn, vt) = find_tensor(m, MEAN_NAMES, numel), find_tensor(m, VAR_NAMES, numel)
     ts = tensors_of(m)
     if mt is None:
-        mn, mt = next(((n, v) for n, v in ts.items() if "mean" in n.lower() and v.numel() == numel), (None, None))
+        mn, mt = next(((n, v) for n, v in ts.items() if "mean" in leaf(n).lower() and v.numel() == numel), (None, None))
     if vt is None:
-        vn, vt = next(((n, v) for n, v in ts.items() if "var" in n.lower() and v.numel() == numel), (None, None))
+        vn, vt = next(((n, v) for n, v in ts.items() if "var" in leaf(n).lower() and v.numel() == numel), (None, None))
     return mn, mt, vn, vt
 
 
@@ -625,7 +637,11 @@ def _ln_default_eps(build, rms, g, D, out):
     stat = num.pow(2).mean(-1, keepdim=True)
     eff = float(((num / got).pow(2) - stat).median())
     torch_eps = [1e-6, torch.finfo(torch.float32).eps] if rms else [1e-5]
-    if any(abs(eff - e) <= 0.05 * e + 1e-9 for e in torch_eps):
+    if eff < 1e-10 and "eps" in build.ignored:
+        # a formula without any eps (e.g. F.normalize's clamp): the interview probes could not pass one in
+        out.append(fail("eps_missing", "公式里没有 ε (eps missing)：|x| 很小时分母接近 0；构造函数也不接受 eps。" +
+                        ("应为 sqrt(mean(x²) + eps)" if rms else "应为 sqrt(var + eps)"), x))
+    elif any(abs(eff - e) <= 0.05 * e + 1e-9 for e in torch_eps):
         out.append(ok("default_eps", f"不传 eps 时默认 eps≈{eff:.2g}，与 torch 一致", PROD))
     else:
         want = "1e-6（LLaMA/本卡片）或 None（torch.nn.RMSNorm：float32 的 finfo.eps≈1.2e-7）" if rms else "1e-5"
