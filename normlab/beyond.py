@@ -60,7 +60,7 @@ class PowerNormShen(nn.Module):
     channel, and (iii) back-propagates with the authors' approximate gradient
     (``approx_backward``, see _ShenApproxScale; buffer ``running_gz`` = their ``ema_gz``).
     ``mask`` marks real tokens (True) so padding is left out of psi^2. (The authors' code also
-    divides each token by its own RMS first, ``GroupScaling1D``; not modelled here.)"""
+    divides each token by its own RMS first, ``GroupScaling1D``, a per-token step; not modelled here.)"""
 
     def __init__(self, channels: int, alpha: float = 0.9, eps: float = 1e-5, warmup_steps: int = 0,
                  alpha_bkw: float = 0.9, approx_backward: bool = True) -> None:
@@ -104,23 +104,47 @@ class PowerNormSourceC(nn.Module):
         return x / norm * self.weight + self.bias
 
 
-class QKNormAttention(SelfAttention):
-    """Self-attention with optional QK-norm: RMSNorm on each head's queries and keys before the
-    dot product (Gemma 3, OLMo 2 over the full width, Qwen 3 per head). Records the largest
-    |attention logit| of the last call in ``last_max_logit``.
-        logits = (norm(q) . norm(k)) / sqrt(d_head)      |logit| <= sqrt(d_head) * max|g_q| * max|g_k|"""
+QK_NORMS = ("none", "head_rms", "full_rms", "head_ln")
 
-    def __init__(self, width: int, heads: int = 4, causal: bool = False, qk_norm: bool = True) -> None:
+
+class QKNormAttention(SelfAttention):
+    """Self-attention with optional QK-norm before the dot product. Records the largest |attention
+    logit| of the last call in ``last_max_logit``; ``logit_bound()`` is the bound the variant gives.
+
+        "head_rms"  RMSNorm(d_head) on each head's q and k (Qwen 3, Gemma 3: ``q_norm``/``k_norm`` over
+                    head_dim). ||norm(q)|| <= max|g_q| sqrt(d_head), so
+                    |logit| <= sqrt(d_head) * max|g_q| * max|g_k|
+        "full_rms"  RMSNorm(width) on the whole q and k projection, before the split into heads (OLMo 2).
+                    Only the full vector's norm is fixed (<= max|g| sqrt(width)); one head's slice can
+                    carry all of it, so per head |logit| <= width / sqrt(d_head) * max|g_q| * max|g_k|,
+                    heads times the per-head bound.
+        "head_ln"   LayerNorm(d_head) on each head's q and k (centred, with a bias beta; Dehghani et al.
+                    2023 §2 use LayerNorm on queries and keys in ViT-22B). ||LN(q)|| <= max|g_q| sqrt(d_head)
+                    + ||beta_q||, so |logit| <= (max|g_q| sqrt(d_h) + ||b_q||)(max|g_k| sqrt(d_h) + ||b_k||) / sqrt(d_h)
+
+    ``qk_norm``: one of QK_NORMS, or True (= "head_rms") / False (= "none").
+    """
+
+    def __init__(self, width: int, heads: int = 4, causal: bool = False, qk_norm: bool | str = True) -> None:
         super().__init__(width, heads, causal)
+        kind = {True: "head_rms", False: "none"}.get(qk_norm, qk_norm) if isinstance(qk_norm, bool) else qk_norm
+        if kind not in QK_NORMS:
+            raise ValueError(f"qk_norm 应为 {QK_NORMS} 之一或 True/False，实际收到 {qk_norm!r}。(unknown qk_norm)")
+        self.kind = kind
         d = width // heads
-        self.q_norm = nn.RMSNorm(d, eps=1e-6) if qk_norm else nn.Identity()
-        self.k_norm = nn.RMSNorm(d, eps=1e-6) if qk_norm else nn.Identity()
+        make = {"none": lambda: nn.Identity(), "head_rms": lambda: nn.RMSNorm(d, eps=1e-6),
+                "full_rms": lambda: nn.RMSNorm(width, eps=1e-6), "head_ln": lambda: nn.LayerNorm(d)}[kind]
+        self.q_norm, self.k_norm = make(), make()
         self.last_max_logit = 0.0
 
     def forward(self, x: Tensor) -> Tensor:
         b, s, w = x.shape
         split = lambda t: t.view(b, s, self.heads, w // self.heads).transpose(1, 2)
-        q, k, v = self.q_norm(split(self.q_proj(x))), self.k_norm(split(self.k_proj(x))), split(self.v_proj(x))
+        q, k, v = self.q_proj(x), self.k_proj(x), split(self.v_proj(x))
+        if self.kind == "full_rms":
+            q, k = split(self.q_norm(q)), split(self.k_norm(k))        # normalise the full width, then split
+        else:
+            q, k = self.q_norm(split(q)), self.k_norm(split(k))        # split, then normalise each head
         logits = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
         if self.causal:
             logits = logits.masked_fill(torch.ones(s, s, dtype=torch.bool, device=x.device).triu(1), float("-inf"))
@@ -128,8 +152,22 @@ class QKNormAttention(SelfAttention):
         y = logits.softmax(-1) @ v
         return self.out_proj(y.transpose(1, 2).reshape(b, s, w))
 
+    @torch.no_grad()
+    def logit_bound(self) -> float:
+        """The bound on |logit| that this variant guarantees (inf without QK-norm); see the class docstring."""
+        d = self.q_proj.in_features // self.heads
+        if self.kind == "none":
+            return math.inf
+        gq, gk = self.q_norm.weight.abs().max().item(), self.k_norm.weight.abs().max().item()
+        if self.kind == "head_rms":
+            return math.sqrt(d) * gq * gk
+        if self.kind == "full_rms":
+            return self.q_proj.in_features / math.sqrt(d) * gq * gk
+        bq, bk = self.q_norm.bias.norm().item(), self.k_norm.bias.norm().item()
+        return (gq * math.sqrt(d) + bq) * (gk * math.sqrt(d) + bk) / math.sqrt(d)
 
-def use_qk_attention(model: nn.Module, qk_norm: bool) -> list[QKNormAttention]:
+
+def use_qk_attention(model: nn.Module, qk_norm: bool | str) -> list[QKNormAttention]:
     """Swap every SelfAttention of a normlab.blocks model for a QKNormAttention with the same weights."""
     swapped = []
     for module in list(model.modules()):

@@ -233,12 +233,13 @@ def static_figure(depth: int = 48, width: int = 64,
                                                                  ("pre", "layernorm", "none"),
                                                                  ("pre", "none", "none"),
                                                                  ("pre", "none", "rezero"),
-                                                                 ("deepnorm", "layernorm", "none"))):
+                                                                 ("deepnorm", "layernorm", "none")),
+                  seed: int = 0):
     """The book's fallback: several (wiring, norm, scaling) settings at one depth, on shared axes."""
     import matplotlib.pyplot as plt
     fig, (ax_a, ax_g) = plt.subplots(1, 2, figsize=(12, 4.2))
     for k, (wiring, norm, scaling) in enumerate(settings):
-        c = curves(depth, wiring, norm, scaling, width)
+        c = curves(depth, wiring, norm, scaling, width, seed)
         label = f"{LABELS[wiring]} · {LABELS[norm]}" + ("" if scaling == "none" else f" · {LABELS[scaling]}")
         layers = range(1, depth + 1)
         style = dict(color=f"C{k}", lw=2, ls=("-", "--", "-", "-", "-.", ":")[k % 6])   # coinciding curves stay visible

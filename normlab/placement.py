@@ -6,11 +6,15 @@
     layer_similarity(model, x)  cos(h_{l-1}, h_l) and ||h_l - h_{l-1}|| / ||h_{l-1}|| per layer
     parallel_pair_loss(...)     the loss when layers l and l+1 both read h_{l-1} (one wider layer)
     skip_layer_loss(...)        the loss with layer l removed (any wiring)
+    one_thread()                a context: torch on one thread (tiny matrices; no result depends on the cores)
+    MODELS                      which norm each model uses and where, each row with the source it was read in
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -20,7 +24,23 @@ from . import probes
 from .blocks import SequenceModel
 from .tasks import Task
 
-__all__ = ["ffn_grads", "layer_similarity", "parallel_pair_loss", "skip_layer_loss", "sequence_loss"]
+__all__ = ["ffn_grads", "layer_similarity", "parallel_pair_loss", "skip_layer_loss", "sequence_loss", "one_thread",
+           "ModelNorm", "MODELS"]
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """Run torch on one thread inside the block, then restore the thread count.
+
+    The lesson's models are tiny (width 32-64): a second OpenMP thread buys nothing, and on a busy
+    2-core machine its spin-waiting made the same cell many times slower. One thread also makes the
+    numbers the same whatever the learner's core count."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def sequence_loss(model: SequenceModel, x: Tensor, y: Tensor) -> Tensor:
@@ -33,13 +53,14 @@ def ffn_grads(task: Task, wiring: str, depth: int, width: int = 64, seeds: Seque
     """(mean over seeds of ||dL/dW_fc2|| per layer, mean stream norm at each layer's input) at init."""
     grads = torch.zeros(depth)
     stream = torch.zeros(depth)
-    for s in seeds:
-        model = SequenceModel(task.vocab, task.seq_len, depth, width, wiring=wiring, seed=s, sublayer=sublayer)
-        x, y = task.batch(batch, torch.Generator().manual_seed(100 + s))
-        p = probes.probe(model, x, lambda logits, y=y: F.cross_entropy(logits.flatten(0, 1), y.flatten()))
-        grads += torch.tensor(p.weight_grad_of("mlp.sublayer.fc2.weight"))
-        hs = probes.streams(model, x)
-        stream += torch.tensor([h.norm(dim=-1).mean().item() for h in hs[:-1]])
+    with one_thread():
+        for s in seeds:
+            model = SequenceModel(task.vocab, task.seq_len, depth, width, wiring=wiring, seed=s, sublayer=sublayer)
+            x, y = task.batch(batch, torch.Generator().manual_seed(100 + s))
+            p = probes.probe(model, x, lambda logits, y=y: F.cross_entropy(logits.flatten(0, 1), y.flatten()))
+            grads += torch.tensor(p.weight_grad_of("mlp.sublayer.fc2.weight"))
+            hs = probes.streams(model, x)
+            stream += torch.tensor([h.norm(dim=-1).mean().item() for h in hs[:-1]])
     return (grads / len(seeds)).tolist(), (stream / len(seeds)).tolist()
 
 
@@ -90,3 +111,66 @@ def skip_layer_loss(model: SequenceModel, x: Tensor, y: Tensor, l: int) -> float
             h = block(h)
     logits = model.head(model.stack.final_norm(h))
     return F.cross_entropy(logits.flatten(0, 1), y.flatten()).item()
+
+
+# --- which norm each model uses, and where (notebook 06 §5) --------------------------------------
+
+@dataclass(frozen=True)
+class ModelNorm:
+    """One model's Add & Norm as read in its reference implementation or paper.
+
+    ``eps`` is the published default of the config field ``eps_field`` (``Class.attribute`` of
+    HuggingFace transformers; None where the paper gives none), read in ``source``: files under
+    transformers' ``src/transformers/models/`` at the commit named, or a paper section.
+    ``checks`` are further published config defaults, {``Class.attribute``: value}, that the
+    placement column relies on; tests/test_placement.py compares eps and checks with an installed
+    transformers when there is one."""
+
+    model: str
+    norm: str
+    placement: str
+    eps: float | None
+    eps_field: str | None
+    source: str
+    checks: tuple[tuple[str, object], ...] = ()
+
+    @property
+    def eps_text(self) -> str:
+        return "—" if self.eps is None else f"{self.eps:g}"
+
+
+MODELS = (
+    ModelNorm("BERT", "LayerNorm", "Post-LN：LayerNorm(dropout(dense(h)) + 输入)；另有嵌入层 LayerNorm",
+              1e-12, "BertConfig.layer_norm_eps",
+              "bert/modeling_bert.py @8ec58104, configuration_bert.py @6294b787"),
+    ModelNorm("GPT-2", "LayerNorm", "Pre-LN（ln_1、ln_2）+ 最后的 ln_f；c_proj 初始化 std 0.02/√(2·n_layer)",
+              1e-5, "GPT2Config.layer_norm_epsilon",
+              "Radford et al. 2019 §2.3; gpt2/modeling_gpt2.py @c44b2d99, configuration_gpt2.py @1c70522e"),
+    ModelNorm("T5", "T5LayerNorm：只除以 RMS，不减均值、没有 β", "Pre-Norm（每个子层前的 layer_norm）+ 最后的 final_layer_norm",
+              1e-6, "T5Config.layer_norm_epsilon", "Raffel et al. 2020 §2.1; t5/modeling_t5.py @6b8b757d"),
+    ModelNorm("LLaMA", "RMSNorm（LlamaRMSNorm）", "Pre-Norm（input_layernorm；post_attention_layernorm 其实在 MLP 之前）+ 最后的 norm",
+              1e-6, "LlamaConfig.rms_norm_eps",
+              "Touvron et al. 2023 §2.2; llama/modeling_llama.py @5dd4a635, configuration_llama.py @4bdeeced"),
+    ModelNorm("Qwen2", "RMSNorm（Qwen2RMSNorm，同 Llama）", "Pre-Norm + 最后的 norm",
+              1e-6, "Qwen2Config.rms_norm_eps", "qwen2/modeling_qwen2.py @63bb7237, configuration_qwen2.py @caa31776"),
+    ModelNorm("Qwen3", "RMSNorm + QK-norm（只在 head_dim 上）", "Pre-Norm + 最后的 norm",
+              1e-6, "Qwen3Config.rms_norm_eps", "qwen3/modular_qwen3.py @be64c806, configuration_qwen3.py @1f3ae2b3"),
+    ModelNorm("Gemma", "RMSNorm，输出乘 (1 + w)，w 初始化为 0", "Pre-Norm",
+              1e-6, "GemmaConfig.rms_norm_eps", "gemma/modeling_gemma.py @c4cdd1a0"),
+    ModelNorm("Gemma 2", "(1 + w) RMSNorm", "三明治：子层前后各一个 norm，每层共 4 个",
+              1e-6, "Gemma2Config.rms_norm_eps", "gemma2/modeling_gemma2.py @9a80143c"),
+    ModelNorm("Gemma 3", "(1 + w) RMSNorm + QK-norm（head_dim 上）", "三明治（每层 4 个 norm）",
+              1e-6, "Gemma3TextConfig.rms_norm_eps", "gemma3/modeling_gemma3.py @f14d0cbc"),
+    ModelNorm("OLMo 2", "RMSNorm + QK-norm（整个投影宽度，分头之前）", "只在子层输出上：x + Norm(Attn(x))，x + Norm(MLP(x))",
+              1e-5, "Olmo2Config.rms_norm_eps", "olmo2/modeling_olmo2.py @7264638d, configuration_olmo2.py @d9ba0a3f"),
+    ModelNorm("BLOOM", "LayerNorm", "Pre-LN + 嵌入后的 word_embeddings_layernorm + 最后的 ln_f",
+              1e-5, "BloomConfig.layer_norm_epsilon", "bloom/modeling_bloom.py @9d97831a, configuration_bloom.py @d94ee404",
+              (("BloomConfig.apply_residual_connection_post_layernorm", False),)),
+    ModelNorm("Falcon", "LayerNorm", "并行块：x + Attn(LN(x)) + MLP(LN(x))；7B 共用一个 LN，40B (new_decoder_architecture) 两个",
+              1e-5, "FalconConfig.layer_norm_epsilon", "falcon/modeling_falcon.py @44272086, configuration_falcon.py @5fd8edad",
+              (("FalconConfig.parallel_attn", True),)),
+    ModelNorm("GPT-NeoX / Pythia", "LayerNorm", "并行残差：x + Attn(LN1(x)) + MLP(LN2(x))，两个 LN；+ final_layer_norm",
+              1e-5, "GPTNeoXConfig.layer_norm_eps", "gpt_neox/modular_gpt_neox.py @fbc88309, configuration_gpt_neox.py @35aa9bd7",
+              (("GPTNeoXConfig.use_parallel_residual", True),)),
+    ModelNorm("PaLM", "LayerNorm，没有 bias", "并行块：x + MLP(LN(x)) + Attn(LN(x))", None, None, "Chowdhery et al. 2022 §2"),
+)

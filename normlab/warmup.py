@@ -3,6 +3,9 @@
     .venv/bin/python -m normlab.warmup             # the notebook's settings, 3 seeds, as a table
     .venv/bin/python -m normlab.warmup --full      # twice the steps, 3 seeds
 
+``seed_table()`` shows the notebook's numbers for every seed the sweep ran, read from the
+committed record (normlab/records/06_placement.json), so the lesson's seed table is measured, not typed.
+
 Schedule (Xiong et al. 2020, §3.2, Eq. 1 style): lr(t) = lr_max * min(1, t / T_warmup), then constant.
 """
 
@@ -19,7 +22,7 @@ from .blocks import SequenceModel
 from .tasks import Task, make_task
 from .viz import Table
 
-__all__ = ["warmup_lr", "Run", "train", "experiment", "SETTINGS"]
+__all__ = ["warmup_lr", "Run", "train", "experiment", "SETTINGS", "seed_table", "NEVER"]
 
 
 def warmup_lr(step: int, lr_max: float, warmup: int) -> float:
@@ -39,14 +42,14 @@ class Run:
     lrs: list[float] = field(default_factory=list)
     model: SequenceModel | None = field(default=None, repr=False)
 
-    def final(self, last: int = 20) -> float:
-        """Mean loss over the last ``last`` steps (less noisy than the very last one)."""
-        tail = self.losses[-last:]
+    def final(self, last: int = 20, at: int | None = None) -> float:
+        """Mean loss over the last ``last`` steps before step ``at`` (default: the end of the run)."""
+        tail = self.losses[:at][-last:]
         return sum(tail) / len(tail)
 
-    def steps_to(self, threshold: float = 0.5) -> int | None:
-        """First step whose loss is below ``threshold`` (None: never within the run)."""
-        return next((t for t, v in enumerate(self.losses) if v < threshold), None)
+    def steps_to(self, threshold: float = 0.5, within: int | None = None) -> int | None:
+        """First step whose loss is below ``threshold`` (None: never within the first ``within`` steps)."""
+        return next((t for t, v in enumerate(self.losses[:within]) if v < threshold), None)
 
 
 def train(task: Task, wiring: str, warmup: int, steps: int, lr: float, depth: int, width: int,
@@ -78,8 +81,12 @@ SETTINGS = {  # the notebook's small version and the command line's --full versi
 }
 
 
-def experiment(size: str = "small", seeds: tuple[int, ...] = (0,), progress: bool = True) -> list[Run]:
-    """Post-LN without warm-up, Post-LN with warm-up, Pre-LN without warm-up, for each seed."""
+def experiment(size: str = "small", seeds: tuple[int, ...] = (0,), progress: bool = True,
+               post_no_steps: int | None = None) -> list[Run]:
+    """Post-LN without warm-up, Post-LN with warm-up, Pre-LN without warm-up, for each seed.
+
+    ``post_no_steps``: train the Post-LN run without warm-up longer than the others (its first
+    ``steps`` losses are the same as in a run of ``steps``: same seed, same batches, constant lr)."""
     s = SETTINGS[size]
     task = make_task(s["task"], s["vocab"], s["seq_len"])
     common = dict(steps=s["steps"], lr=s["lr"], depth=s["depth"], width=s["width"], batch=s["batch"], progress=progress)
@@ -87,12 +94,44 @@ def experiment(size: str = "small", seeds: tuple[int, ...] = (0,), progress: boo
     torch.set_num_threads(1)          # tiny matrices: one thread is faster, and no result depends on the core count
     try:
         for seed in seeds:
-            runs.append(train(task, "post", 0, seed=seed, label="Post-LN 无预热 (no warm-up)", **common))
+            runs.append(train(task, "post", 0, seed=seed, label="Post-LN 无预热 (no warm-up)",
+                              **(common | ({"steps": post_no_steps} if post_no_steps else {}))))
             runs.append(train(task, "post", s["warmup"], seed=seed, label="Post-LN 有预热 (warm-up)", **common))
             runs.append(train(task, "pre", 0, seed=seed, label="Pre-LN 无预热 (no warm-up)", **common))
     finally:
         torch.set_num_threads(threads)
     return runs
+
+
+NEVER = 10 ** 6   # recorded as "steps to reach the threshold" when a run never reached it
+
+
+def seed_table(notebook: str = "06_placement", keys: dict[str, str] | None = None):
+    """One row per seed of the committed sweep record: each key's value, or its range over the
+    thread counts when they differ (the warm-up runs use one thread, so they normally agree)."""
+    from .record import recorded
+
+    keys = keys or {"warmup.post_no.final200": "Post-LN 无预热 200 步", "warmup.post_no.final400": "Post-LN 无预热 400 步",
+                    "warmup.post_no.steps_to_0.5": "Post-LN 无预热 首次 <0.5 的步",
+                    "warmup.post_wu.final200": "Post-LN 有预热 200 步", "warmup.pre_no.final200": "Pre-LN 无预热 200 步"}
+    rec = recorded(notebook)
+    by_seed: dict[int, dict[str, list[float]]] = {}
+    for run in rec["runs"]:
+        row = by_seed.setdefault(run["seed"], {})
+        for key in keys:
+            row.setdefault(key, []).extend(run["values"].get(key, []))
+
+    def cell(key: str, values: list[float]) -> str:
+        if not values:
+            return "—"
+        fmt = (lambda v: "从未 never" if v >= NEVER else f"{v:.0f}") if "steps" in key else (lambda v: f"{v:.3g}")
+        lo, hi = fmt(min(values)), fmt(max(values))
+        return lo if lo == hi else f"{lo}–{hi}"
+
+    rows = [[seed, *(cell(k, by_seed[seed][k]) for k in keys)] for seed in sorted(by_seed)]
+    threads = sorted({r["threads"] for r in rec["runs"]})
+    return Table(rows, ["种子 seed", *keys.values()],
+                 title=f"测量记录 (sweep record)：每个种子，线程 threads {threads}（不同时给出范围）")
 
 
 def main() -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -161,3 +163,58 @@ def test_powernorm_shen_running_gz_update_and_scale():
     plain = beyond.PowerNormShen(4, approx_backward=False)
     (g_plain,) = torch.autograd.grad(plain(x), x, g)                     # running statistic as a constant
     torch.testing.assert_close(g_plain, g / (1 + 1e-5) ** 0.5)
+
+
+def test_full_width_and_layernorm_qk_variants_match_their_definitions():
+    # OLMo 2: RMSNorm over the whole projection width, then the split into heads;
+    # ViT-22B style: LayerNorm (centred, with beta) on each head's q and k
+    torch.manual_seed(1)
+    w, h = 32, 4
+    d = w // h
+    x = torch.randn(2, 6, w)
+    full = beyond.QKNormAttention(w, h, qk_norm="full_rms")
+    rms = lambda t: t / torch.sqrt(t.pow(2).mean(-1, keepdim=True) + 1e-6)
+    q = _heads(rms(F.linear(x, full.q_proj.weight, full.q_proj.bias)), h)
+    k = _heads(rms(F.linear(x, full.k_proj.weight, full.k_proj.bias)), h)
+    v = _heads(F.linear(x, full.v_proj.weight, full.v_proj.bias), h)
+    expected = F.linear(F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(2, 6, w),
+                        full.out_proj.weight, full.out_proj.bias)
+    torch.testing.assert_close(full(x), expected, atol=1e-5, rtol=1e-5)
+    ln = beyond.QKNormAttention(w, h, qk_norm="head_ln")
+    with torch.no_grad():
+        ln.q_norm.bias.copy_(torch.randn(d))
+    mu = lambda t: t.mean(-1, keepdim=True)
+    lnf = lambda t, m: (t - mu(t)) / torch.sqrt((t - mu(t)).pow(2).mean(-1, keepdim=True) + 1e-5) * m.weight + m.bias
+    q = lnf(_heads(F.linear(x, ln.q_proj.weight, ln.q_proj.bias), h), ln.q_norm)
+    k = lnf(_heads(F.linear(x, ln.k_proj.weight, ln.k_proj.bias), h), ln.k_norm)
+    v = _heads(F.linear(x, ln.v_proj.weight, ln.v_proj.bias), h)
+    expected = F.linear(F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(2, 6, w),
+                        ln.out_proj.weight, ln.out_proj.bias)
+    torch.testing.assert_close(ln(x), expected, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="qk_norm"):
+        beyond.QKNormAttention(w, h, qk_norm="per_token")
+
+
+def test_qk_bounds_per_variant_and_full_width_exceeds_the_per_head_bound():
+    # one head's slice of q and k much larger than the others: full-width RMSNorm gives that head
+    # almost all of the norm sqrt(width), so its logit goes past sqrt(d_head) (the per-head bound)
+    torch.manual_seed(2)
+    w, h = 32, 4
+    d = w // h
+    x = torch.randn(1, 1, w)
+    for kind in ("head_rms", "full_rms", "head_ln"):
+        att = beyond.QKNormAttention(w, h, qk_norm=kind)
+        with torch.no_grad():
+            for proj in (att.q_proj, att.k_proj):
+                proj.bias.zero_()
+                proj.weight.zero_()
+                proj.weight[:d] = torch.eye(d, w) * 100          # head 0 reads x[:d], the others read nothing
+                proj.weight[d:] = torch.eye(w - d, w) * 1e-3
+        att(x)
+        assert att.last_max_logit <= att.logit_bound() * (1 + 1e-5)
+        if kind == "full_rms":
+            assert att.last_max_logit > 3 * math.sqrt(d)          # close to width / sqrt(d) = 4 sqrt(d)
+            assert att.logit_bound() == pytest.approx(w / math.sqrt(d))
+        else:
+            assert att.logit_bound() == pytest.approx(math.sqrt(d))
+    assert beyond.QKNormAttention(w, h, qk_norm=False).logit_bound() == math.inf
