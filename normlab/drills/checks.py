@@ -200,8 +200,11 @@ class Builder:
     def __call__(self, size, rank: int | None = None, **opts):
         if self.params is None:
             return guarded(self.impl, size, **opts)
-        names = {p.name for p in self.params}
+        empty = inspect.Parameter.empty
+        params = [p for p in self.params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        names = {p.name for p in params}
         varkw = any(p.kind == p.VAR_KEYWORD for p in self.params)
+        option_names = set(EPS_NAMES) | {"momentum"}
         kwargs, left = {}, {}
         for k, v in opts.items():
             alias = next((n for n in ((k,) + (EPS_NAMES if k == "eps" else ())) if n in names), None)
@@ -211,15 +214,31 @@ class Builder:
                 kwargs[k] = v
             else:
                 left[k] = v
-        extra = []
-        for p in self.params[1:]:
-            if (p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-                    and p.name not in kwargs):
-                extra.append(rank or 2 if ("dim" in p.name.lower() or "rank" in p.name.lower()) else None)
-                self.note(f"构造函数需要额外的参数 {p.name}（torch 只要特征数和关键字参数）")
-        if None in extra:
-            extra = []      # an argument we cannot guess: let the call raise and say so
-        m = guarded(self.impl, size, *extra, **kwargs)
+        # the size goes first, unless the first parameter is an option (e.g. MyBN(momentum, eps, num_features))
+        size_param = params[0] if params else None
+        positional = [size]
+        if size_param is not None and size_param.name in option_names:
+            size_param = next((p for p in params if p.name not in option_names), None)
+            if size_param is not None and size_param.kind != size_param.POSITIONAL_ONLY:
+                kwargs[size_param.name] = size
+                positional = []
+                self.note(f"构造函数的第一个参数是 {params[0].name}：torch 的第一个参数是特征数")
+        ok_to_call = True
+        for p in params:
+            if p is size_param or p.name in kwargs or p.default is not empty:
+                continue
+            if p.kind == p.POSITIONAL_ONLY:
+                ok_to_call = False
+            elif p.name in EPS_NAMES:
+                kwargs[p.name] = 1e-5
+            elif p.name == "momentum":
+                kwargs[p.name] = 0.1
+            elif "dim" in p.name.lower() or "rank" in p.name.lower():
+                kwargs[p.name] = rank or 2
+            else:
+                ok_to_call = False      # an argument we cannot guess: let the call raise and say so
+            self.note(f"构造函数需要额外的参数 {p.name}（torch 只要特征数和关键字参数）")
+        m = guarded(self.impl, *positional, **kwargs) if ok_to_call else guarded(self.impl, size, **kwargs)
         for k, v in left.items():
             target = next((n for n in (EPS_NAMES if k == "eps" else (k,)) if hasattr(m, n)), None)
             if target is None:
