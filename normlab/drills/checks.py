@@ -670,7 +670,7 @@ def _ln_default_eps(build, rms, g, D, out):
 
 # ---------------------------------------------------------------- BatchNorm (module)
 BN_SHAPES = {2: (16, 3), 4: (4, 3, 5, 6)}
-BN_STEPS = [(2.0, 1.0), (1e-3, 0.5), (30.0, -3.0)]     # |x| from 1e-3 (eps matters) to ~30
+BN_STEPS = [(2.0, 1.0), (1e-3, 0.0), (30.0, -3.0)]     # spread from 1e-3 (eps matters) to ~30
 
 
 def _bshape(rank: int, C: int) -> list[int]:
@@ -789,6 +789,14 @@ def bn_checks(impl, out: list[Finding] | None = None) -> list[Finding]:
         for note, text in build.notes.items():
             out.append(fail(note, text, level=PROD))
         return out
+    with step(out, "one_pass_variance"):
+        mod, wv, bv = _bn_fresh(build, C, rank, g, eps=1e-5, momentum=0.1)
+        x = torch.randn(BN_SHAPES[rank], generator=g) + 1e4
+        got = output_of(mod, x)
+        exp = _torch_bn(x, None, None, wv, bv, True)
+        out.append(ok("one_pass_variance", "大偏移 (1e4) 输入下方差仍然准确（两遍法）") if close(got, exp, 2e-2) else
+                   fail("one_pass_variance", "输入带大偏移 (offset 1e4) 时结果错误：E[x²]−E[x]² 的单遍方差 (one-pass variance) "
+                        "在 float32 下发生灾难性抵消；先减均值再平方 (two-pass)", x, exp, got))
     with step(out, "eval_mode"):
         _bn_eval(build, C, rank, g, out)
     running_ok = not any(not f.passed and f.id in RUNNING_IDS for f in out)
