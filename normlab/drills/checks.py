@@ -392,7 +392,10 @@ def deviation_findings(kind: str, cand: Formula, changed: list[str], correct: Fo
     both = "（同时有 " + str(len(texts)) + " 处错误）" if len(texts) > 1 else ""
     p = next((q for q in probes if q.got is not None and q.expected is not None and not close(q.got, q.expected)),
              probes[0])
-    return [fail(i, t + both, p.x_in if p.x_in is not None else p.x, p.expected, p.got) for i, t in texts.items()]
+    found = [fail(i, t + both) for i, t in texts.items()]
+    if found:       # one counterexample for the combination, on its first finding
+        found[0] = fail(found[0].id, found[0].message, p.x_in if p.x_in is not None else p.x, p.expected, p.got)
+    return found
 
 
 # ---------------------------------------------------------------- LayerNorm / RMSNorm (modules)
@@ -763,7 +766,7 @@ def bn_checks(impl, out: list[Finding] | None = None) -> list[Finding]:
             nhwc = close(got, exp)
     if not supported:
         if nhwc:
-            out.append(fail("channels_last", "你的实现把通道放在最后 (N, H, W, C)（TensorFlow 的约定），在 dim=(0, 1, 2) 上求统计量；"
+            out.append(fail("channels_last", "你的实现把通道放在最后 (channels-last, N, H, W, C)（TensorFlow 的约定），在 dim=(0, 1, 2) 上求统计量 (wrong reduction axes)；"
                             "PyTorch 的 BatchNorm 输入是 (N, C) 或 (N, C, H, W)，统计量在除通道维 (dim=1) 以外的所有维上求"))
         else:
             out.append(fail("layout", "(N, C) 和 (N, C, H, W) 的输入都无法运行：" +
@@ -906,8 +909,8 @@ def _bn_running(seen, xs, C, rank, out):
     text = {"reversed": "momentum 用反了 (momentum convention reversed)：PyTorch 是 running = (1−momentum)·running + "
                         "momentum·batch，momentum=0.1",
             "frozen": "训练时滑动统计量没有更新 (running statistics never updated)",
-            "biased": "running_var 应该存无偏方差 (unbiased, 乘 n/(n−1))，归一化时才用有偏方差 (Ioffe & Szegedy 2015 §3.1；"
-                      "F.batch_norm 也这样做)"}
+            "biased": "running_var 应该存无偏方差 (running_var should be unbiased, 乘 n/(n−1))，归一化时才用有偏方差 "
+                      "(Ioffe & Szegedy 2015 §3.1；F.batch_norm 也这样做)"}
     ids = {"reversed": "momentum_reversed", "frozen": "running_stats_not_updated", "biased": "running_var_biased"}
     if any(not f.passed and f.id in RUNNING_IDS for f in out):
         return      # already named in the other layout
@@ -936,8 +939,8 @@ def _bn_eval(build, C, rank, g, out):
         got = output_of(mod, x)
     batch = _torch_bn(x, None, None, wv, bv, True)
     if st is None:
-        out.append(fail("eval_uses_batch_stats", "eval 模式也只能用 batch 统计量（没有滑动统计量）：推理时一个样本的输出会依赖同 batch 的"
-                        "其它样本", x, None, got) if close(got, batch) else
+        out.append(fail("eval_uses_batch_stats", "eval 模式也只能用 batch 统计量 (eval uses batch statistics; no running "
+                        "statistics)：推理时一个样本的输出会依赖同 batch 的其它样本", x, None, got) if close(got, batch) else
                    fail("eval_mode", "eval 模式的输出应使用 running_mean/running_var", x, None, got))
         return
     exp = _torch_bn(x, st[0].clone(), st[1].clone(), wv, bv, False)
@@ -949,10 +952,11 @@ def _bn_eval(build, C, rank, g, out):
             got2 = output_of(mod, x)
         if now is not None and close(got2, _torch_bn(x, now[0].clone(), now[1].clone(), wv, bv, False)):
             out.append(fail("mode_from_grad", "model.eval() 之后仍在用 batch 统计量：模式应该看 self.training，而不是 "
-                            "torch.is_grad_enabled()（d2l 的写法；eval 时不一定在 no_grad 里）", x, exp, got))
+                            "torch.is_grad_enabled()（d2l 的写法；eval 时不一定在 no_grad 里）(mode read from autograd, "
+                            "not self.training)", x, exp, got))
         else:
-            out.append(fail("eval_uses_batch_stats", "eval 模式下仍用 batch 统计量：forward 里要按 self.training 选择 "
-                            "batch 统计量（训练）或 running_mean/running_var（eval）", x, exp, got))
+            out.append(fail("eval_uses_batch_stats", "eval 模式下仍用 batch 统计量 (eval uses batch statistics)：forward 里要按 "
+                            "self.training 选择 batch 统计量（训练）或 running_mean/running_var（eval）", x, exp, got))
     else:
         out.append(fail("eval_mode", "eval 模式的输出应使用 running_mean/running_var：(x − running_mean)/sqrt(running_var + ε)",
                         x, exp, got))
@@ -1153,15 +1157,15 @@ def _bw_candidate(p, which_norm, var_kind, eps_kind, form):
 
 
 BW_TEXT = {
-    "unbiased_variance": "用了无偏方差 (n−1)：前向的方差是有偏的 (除以 n)，反向传播里的 σ、x̂ 也要用它",
+    "unbiased_variance": "用了无偏方差 (unbiased variance, n−1)：前向的方差是有偏的 (除以 n)，反向传播里的 σ、x̂ 也要用它",
     "eps_ignored": "传入的 eps 没有被使用 (the eps argument is ignored)：eps=1e-2 时结果相当于把 ε 写死了",
     "eps_missing": "ε 没有加进方差 (eps missing)：r = 1/sqrt(var + eps)",
-    "eps_outside_root": "ε 放在了根号外：r = 1/sqrt(var + eps)，不是 1/(std + eps)",
-    "missing_mean_term": "少了均值那一项 −mean(ĝ)：均值 μ 也依赖 x",
-    "missing_var_term": "少了方差那一项 −x̂·mean(ĝ·x̂)：方差 σ² 也依赖 x",
-    "stats_as_constants": "把均值和方差当成了常数：少了 −mean(ĝ) 和 −x̂·mean(ĝ·x̂) 两项",
-    "wrong_divisor": "平均除错了数：{right}",
-    "grad_weight_uses_y": "grad_weight 应为 Σ g·x̂（归一化之后、乘 γ 之前的值），不是 Σ g·y",
+    "eps_outside_root": "ε 放在了根号外 (eps outside the square root)：r = 1/sqrt(var + eps)，不是 1/(std + eps)",
+    "missing_mean_term": "少了均值那一项 −mean(ĝ) (missing the mean term)：均值 μ 也依赖 x",
+    "missing_var_term": "少了方差那一项 −x̂·mean(ĝ·x̂) (missing the variance term)：方差 σ² 也依赖 x",
+    "stats_as_constants": "把均值和方差当成了常数 (mean and variance treated as constants)：少了 −mean(ĝ) 和 −x̂·mean(ĝ·x̂) 两项",
+    "wrong_divisor": "平均除错了数 (wrong divisor in the averages)：{right}",
+    "grad_weight_uses_y": "grad_weight 应为 Σ g·x̂（归一化之后、乘 γ 之前的值），不是 Σ g·y (grad_weight uses y instead of x̂)",
 }
 
 
@@ -1299,8 +1303,8 @@ def backward_checks(fn, which_norm: str, out: list[Finding] | None = None) -> li
             text = (f"梯度差了一个常数因子 (off by a constant factor)：{', '.join(where)}。检查求和/求平均、"
                     "以及 1/N、2 之类的系数")
         else:
-            right = ("LayerNorm/RMSNorm 的平均在特征维上 (除以 D)，不是 batch 大小 N" if not bn else
-                     "BatchNorm 的平均在 batch 维上 (除以 N)，不是特征数 D")
+            right = ("LayerNorm/RMSNorm 的平均在特征维上 (除以 D)，不是 batch 大小 N (divided by the batch size N instead of D)"
+                     if not bn else "BatchNorm 的平均在 batch 维上 (除以 N)，不是特征数 D (divided by D instead of the batch size N)")
             text = BW_TEXT[id].format(right=right) + f"（{', '.join(where)}）"
         i = first[id]
         bad_p = next((q for q in probes if not close(q["got"][i], q["expected"][i], 1e-6)), p)

@@ -85,14 +85,15 @@ class Report:
             n = sum(1 for f in self.findings if f.level == lv)
             what = ("公式与语义 (formula and semantics)" if lv == "interview"
                     else "可直接替换 torch 模块 (drop-in for the torch module)")
-            if n == 0:
-                lines.append(f"{LEVEL_NAME[lv]} ({lv}) — 这类练习没有{LEVEL_NAME[lv]}检查 (no {lv} checks for this kind)")
-                continue
-            if lv == "production" and not bad and not self.passed:
-                lines.append(f"{LEVEL_NAME[lv]} ({lv}) ✗ {what}：先通过面试级（公式不对时不再重复比较数值）")
-                continue
-            lines.append(f"{LEVEL_NAME[lv]} ({lv}) {'✓' if not bad else '✗'} {what}：" +
-                         (f"{n} 项全部通过" if not bad else f"{len(bad)}/{n} 项未通过：{', '.join(bad)}"))
+            head = f"{LEVEL_NAME[lv]} ({lv})"
+            if bad:
+                lines.append(f"{head} ✗ {what}：{len(bad)}/{n} 项未通过：{', '.join(bad)}")
+            elif lv == "production" and not self.passed:
+                lines.append(f"{head} ✗ {what}：先修正面试级的错误（公式不对时不再重复比较数值）")
+            elif n == 0:
+                lines.append(f"{head} — 这类练习没有{LEVEL_NAME[lv]}检查 (no {lv} checks for this kind)")
+            else:
+                lines.append(f"{head} ✓ {what}：{n} 项全部通过")
         return lines
 
     def __str__(self) -> str:
