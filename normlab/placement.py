@@ -8,6 +8,7 @@
     skip_layer_loss(...)        the loss with layer l removed (any wiring)
     one_thread()                a context: torch on one thread (tiny matrices; no result depends on the cores)
     MODELS                      which norm each model uses and where, each row with the source it was read in
+    record_ranges(keys, labels) the sweep record's min / median / max of each key (a note when there is none yet)
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from .blocks import SequenceModel
 from .tasks import Task
 
 __all__ = ["ffn_grads", "layer_similarity", "parallel_pair_loss", "skip_layer_loss", "sequence_loss", "one_thread",
-           "ModelNorm", "MODELS"]
+           "ModelNorm", "MODELS", "record_ranges"]
 
 
 @contextmanager
@@ -41,6 +42,21 @@ def one_thread() -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(threads)
+
+
+def record_ranges(keys: Sequence[str], labels: Sequence[str] | None = None, notebook: str = "06_placement"):
+    """``normlab.record.ranges`` over the committed sweep record, or a one-line note when the record
+    (or a key) is missing: the sweep itself runs the notebook before there is a record to show."""
+    from .record import ranges, recorded
+
+    try:
+        rec = recorded(notebook)
+    except FileNotFoundError:
+        return f"（还没有测量记录 no sweep record yet: python3 run.py sweep --only {notebook[:2]}）"
+    present = {k for run in rec["runs"] for k in run["values"]}
+    if not set(keys) <= present:
+        return f"（测量记录里还没有这些量 not yet in the sweep record: {sorted(set(keys) - present)}）"
+    return ranges(notebook, keys, labels)
 
 
 def sequence_loss(model: SequenceModel, x: Tensor, y: Tensor) -> Tensor:

@@ -114,7 +114,10 @@ def seed_table(notebook: str = "06_placement", keys: dict[str, str] | None = Non
     keys = keys or {"warmup.post_no.final200": "Post-LN 无预热 200 步", "warmup.post_no.final400": "Post-LN 无预热 400 步",
                     "warmup.post_no.steps_to_0.5": "Post-LN 无预热 首次 <0.5 的步",
                     "warmup.post_wu.final200": "Post-LN 有预热 200 步", "warmup.pre_no.final200": "Pre-LN 无预热 200 步"}
-    rec = recorded(notebook)
+    try:
+        rec = recorded(notebook)
+    except FileNotFoundError:
+        return f"（还没有测量记录 no sweep record yet: python3 run.py sweep --only {notebook[:2]}）"
     by_seed: dict[int, dict[str, list[float]]] = {}
     for run in rec["runs"]:
         row = by_seed.setdefault(run["seed"], {})

@@ -91,3 +91,52 @@ def test_digits_split_and_lesion_consistency():
 
     assert residuals.accuracy(net, x_te, y_te) == pytest.approx(manual([0, 1, 2]))
     assert residuals.lesion_accuracy(net, x_te, y_te) == pytest.approx([manual([1, 2]), manual([0, 2]), manual([0, 1])])
+
+
+def test_model_table_rows_cite_a_source_and_a_config_field():
+    # every row: a paper section or a transformers file read at a named commit; eps with its config field
+    names = [m.model for m in placement.MODELS]
+    assert len(set(names)) == len(names)
+    for m in placement.MODELS:
+        assert "§" in m.source or "@" in m.source, m
+        for ref in m.source.split(";"):
+            ref = ref.strip()
+            if ".py" in ref:
+                assert all(len(c.split()[0].strip(",")) >= 7 for c in ref.split("@")[1:]), ref   # a commit id each
+        if m.eps is None:
+            assert m.eps_field is None and m.eps_text == "—"
+        else:
+            cls, _, attr = m.eps_field.partition(".")
+            assert cls.endswith("Config") and attr in ("layer_norm_eps", "layer_norm_epsilon", "rms_norm_eps"), m
+            assert float(m.eps_text) == m.eps
+
+
+def test_model_table_against_installed_transformers():
+    # the published defaults, read from the config classes themselves when transformers is installed
+    transformers = pytest.importorskip("transformers")
+    for m in placement.MODELS:
+        fields = ([(m.eps_field, m.eps)] if m.eps_field else []) + list(m.checks)
+        for field, expected in fields:
+            cls_name, _, attr = field.partition(".")
+            cls = getattr(transformers, cls_name, None)
+            if cls is None:
+                continue                                    # an older transformers without this model
+            assert getattr(cls(), attr) == expected, (m.model, field)
+
+
+def test_seed_table_reads_the_record_per_seed(monkeypatch):
+    rec = {"runs": [{"seed": s, "threads": t, "values": {"warmup.post_no.final200": [2.5 + s / 100],
+                                                         "warmup.post_no.steps_to_0.5": [warmup.NEVER if s else 392]}}
+                    for s in (0, 1) for t in (1, 2)]}
+    monkeypatch.setattr("normlab.record.recorded", lambda name: rec)
+    table = warmup.seed_table(keys={"warmup.post_no.final200": "final", "warmup.post_no.steps_to_0.5": "steps"})
+    text = str(table)
+    assert "2.5" in text and "2.51" in text and "392" in text and "从未" in text
+
+
+def test_record_helpers_without_a_record(monkeypatch):
+    def missing(name):
+        raise FileNotFoundError(name)
+    monkeypatch.setattr("normlab.record.recorded", missing)
+    assert "no sweep record" in warmup.seed_table()
+    assert "no sweep record" in placement.record_ranges(["a"], ["A"])
