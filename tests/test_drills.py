@@ -436,6 +436,16 @@ def test_broken_submissions_become_findings_not_crashes(kind, impl, needle, leve
     assert time.time() - t0 < 5
 
 
+class NoFormulaLN(LNClassic):     # matches no known formula: the whole combination search runs
+    def forward(self, x):
+        return torch.tanh(x) * self.weight + self.bias
+
+
+class NoFormulaBN(BNGood):
+    def forward(self, x):
+        return torch.tanh(x)
+
+
 def test_full_check_is_fast():
     """CPU time of a full check (process time: what the checker costs, not how busy the machine is),
     including the combination search on submissions with combined mistakes. Budget: 1 s."""
@@ -445,7 +455,8 @@ def test_full_check_is_fast():
              ("layernorm_backward", ln_backward), ("batchnorm_backward", bn_backward),
              ("rmsnorm_backward", rms_backward), ("deepnorm_constants", dn_constants),
              ("deepnorm_init", dn_init), ("prenorm_block", lambda x, f, n: x + f(n(x))),
-             ("layernorm", LNUnbiased)] + [(d["kind"], impl) for d, impl in corpus.values()]
+             ("layernorm", LNUnbiased), ("layernorm", NoFormulaLN), ("batchnorm", NoFormulaBN)] + \
+        [(d["kind"], impl) for d, impl in corpus.values()]
     for kind, impl in cases:
         drills.check(kind, impl)                    # warm caches (first calls of torch kernels)
         t0 = time.process_time()
