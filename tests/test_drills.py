@@ -487,6 +487,9 @@ def test_command_line(tmp_path, capsys):
     assert "✗" in out and "面试级" in out
     assert main(["layernorm", str(textbook), "--level=production"]) == 1
     assert main(["layernorm", str(textbook), "--level", "strict"]) == 2
+    other = tmp_path / "my_bn.py"                       # another name for the class: checked when unambiguous
+    other.write_text("from torch import nn\nclass MyBatchNorm1d(nn.BatchNorm1d):\n    pass\n")
+    assert main(["batchnorm", str(other)]) == 0 and "MyBatchNorm1d" in capsys.readouterr().out
 
 
 def test_unknown_kind_is_a_clear_error():
