@@ -432,7 +432,8 @@ def ln_checks(impl, rms: bool = False, out: list[Finding] | None = None) -> list
                 problems.append(p)
     probes = [p for p in probes if isinstance(p, Probe)]
     before = len([f for f in out if not f.passed])
-    _report_forward(kind, probes, problems, out, rms, D)
+    with step(out, "forward"):
+        _report_forward(kind, probes, problems, out, rms, D)
     if len([f for f in out if not f.passed]) > before:
         # the formula is wrong: checks that compare values again would repeat it under other names
         for note, text in build.notes.items():
@@ -1240,6 +1241,12 @@ def backward_checks(fn, which_norm: str, out: list[Finding] | None = None) -> li
             return out          # the same error on every probe: say it once
     if not probes:
         return out
+    with step(out, "gradients"):        # the comparison and the search: a finding, never a lost report
+        _bw_compare(probes, names, which_norm, bn, out)
+    return out
+
+
+def _bw_compare(probes, names, which_norm, bn, out):
     # candidates: the slips in the statistics x (the usual formula, its dropped terms, or autograd)
     eps_kinds = ["given", "none", "outside", *FIXED_EPS]
     forms = ["full", "autograd", "missing_mean_term", "missing_var_term", "stats_as_constants", "wrong_divisor",
@@ -1318,7 +1325,6 @@ def backward_checks(fn, which_norm: str, out: list[Finding] | None = None) -> li
         i = first[id]
         bad_p = next((q for q in probes if not close(q["got"][i], q["expected"][i], 1e-6)), p)
         out.append(fail(id, text, bad_p["x"], bad_p["expected"][i], bad_p["got"][i]))
-    return out
 
 
 # ---------------------------------------------------------------- DeepNorm's beta at initialisation
