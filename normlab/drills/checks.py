@@ -1179,6 +1179,39 @@ BW_TEXT = {
 }
 
 
+BW_ROLES = {"grad": ("grad_out", "grad_output", "dout", "dy", "grad_y", "g", "upstream", "grad", "dldy", "dl_dy"),
+            "x": ("x", "inp", "input", "inputs", "h", "z"),
+            "weight": ("weight", "gamma", "w", "g_", "scale"),
+            "bias": ("bias", "beta", "b"),
+            "eps": ("eps", "epsilon")}
+
+
+def _bw_args(fn, gy, x, w, eps, out):
+    """Arguments in the order the function names them (dout, x, gamma, beta, eps ...); the card's
+    order (grad_out, x, weight, eps) when the names say nothing. A bias argument gets zeros."""
+    try:
+        params = [p for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return gy, x, w, eps
+    values = {"grad": gy, "x": x, "weight": w, "bias": torch.zeros_like(w), "eps": eps}
+    roles = []
+    for p in params:
+        role = next((r for r, names in BW_ROLES.items() if p.name.lower() in names), None)
+        if role is None:
+            if p.default is not inspect.Parameter.empty:
+                break
+            return gy, x, w, eps
+        roles.append(role)
+    if roles in (["grad", "x", "weight", "eps"], []) or len(set(roles)) != len(roles) or \
+            not {"grad", "x", "weight"} <= set(roles):
+        return gy, x, w, eps
+    if not any(f.id == "signature" for f in out):
+        out.append(fail("signature", f"参数顺序是 ({', '.join(p.name for p in params[:len(roles)])})：本卡片约定 "
+                        "(grad_out, x, weight, eps)，按参数名对应着检查 (arguments matched by name)", level=PROD))
+    return tuple(values[r] for r in roles)
+
+
 def backward_checks(fn, which_norm: str, out: list[Finding] | None = None) -> list[Finding]:
     out = [] if out is None else out
     g = torch.Generator().manual_seed(2)
@@ -1204,7 +1237,7 @@ def backward_checks(fn, which_norm: str, out: list[Finding] | None = None) -> li
         expected = (x.grad, w.grad) + ((b.grad,) if which_norm != "rmsnorm" else ())
         p = {"x": x.detach(), "w": w.detach(), "gy": gy, "eps": eps, "expected": expected, "label": f"{shape}, eps={eps:g}, |x|≈{scale:g}"}
         with step(out, "returns"):
-            args = (gy.clone(), x.detach().clone(), w.detach().clone(), eps)
+            args = _bw_args(fn, gy.clone(), x.detach().clone(), w.detach().clone(), eps, out)
             if mode["numpy"]:
                 got = guarded(fn, *(a.numpy() if isinstance(a, Tensor) else a for a in args))
             else:
