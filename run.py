@@ -203,6 +203,28 @@ def torch_build(py: Path) -> str:
     return out.stdout.strip() or "?"
 
 
+TORCHS_OWN_PINS = ("triton", "nvidia-", "cuda-")   # packages a torch wheel pins itself (its build decides)
+
+
+def constraints_for(lock: Path, build: str) -> Path:
+    """The constraints file for step 2. A lock made with the other kind of torch build (CPU vs CUDA)
+    would fight the installed torch over the packages it pins itself (the CUDA build of 2.13.0 needs
+    triton 3.7.1, the CPU lock of 3.11 has triton 3.9.0): those lines are left out, in a copy under
+    the venv."""
+    text = lock.read_text()
+    made_with_cuda = "CUDA" in text.splitlines()[0] if text else False
+    if made_with_cuda == ("CUDA" in build):
+        return lock
+    keep = [line for line in text.splitlines()
+            if not line.strip().lower().replace("_", "-").startswith(TORCHS_OWN_PINS)]
+    out = VENV / f"constraints-{lock.name}"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(keep) + "\n")
+    say(f"{lock.name} 是用另一种 torch（{'CUDA' if made_with_cuda else 'CPU'} 版）测出来的："
+        "torch 自己固定的 triton / nvidia / cuda 包不再约束。")
+    return out
+
+
 def ensure_env(extras: tuple[str, ...] = COURSE_EXTRAS, torch_override: str | None = None) -> Path:
     """Create the venv and install normlab with its dependencies, unless already up to date.
 
@@ -245,6 +267,8 @@ def ensure_env(extras: tuple[str, ...] = COURSE_EXTRAS, torch_override: str | No
         code = run(step1)
     # 2. normlab and everything else (torch is already there)
     base = pip + ["-e", f".[{','.join(extras)}]"]
+    if code == 0 and lock:
+        lock = ["-c", constraints_for(LOCK, torch_build(py))]
     if code == 0:
         code = run(base + lock) if lock else 1
         if code != 0 and lock:

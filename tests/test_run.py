@@ -240,7 +240,9 @@ def test_install_prefers_the_cpu_index_and_keeps_pip_configuration(runpy, fake_i
         assert "--index-url" not in cmd and "-i" not in cmd and "config" not in cmd and "--isolated" not in cmd
         assert all(runpy.CPU_INDEX not in c for c in cmd) or cmd is torch_step
     assert os.environ["PIP_INDEX_URL"] == "https://mirror.example/simple"
-    assert any("-e" in cmd for cmd in rest)
+    step2 = next(cmd for cmd in rest if "-e" in cmd)
+    if runpy.LOCK.name == "requirements-tested.txt":   # 3.11's lock was made with the CPU build
+        assert step2[step2.index("-c") + 1].endswith("constraints-requirements-tested.txt") != reachable
     out = capsys.readouterr().out
     assert ("改用默认的 torch 轮子" in out) != reachable
     assert runpy.read_stamp() == ({"test"}, "cpu" if reachable else "default")   # what was installed
@@ -261,6 +263,23 @@ def test_torch_flag_switches_an_installed_build(runpy, fake_install, monkeypatch
     fake_install.clear()
     runpy.ensure_env(("test",), torch_override="cpu")  # asked again: already the CPU build
     assert fake_install == []
+
+
+@pytest.mark.parametrize("made_with, build, dropped", [
+    ("CPU", "2.13.0 (CUDA 13.0)", True),              # 3.11's lock (CPU) beside a learner's CUDA build
+    ("CPU", "2.13.0+cpu (CPU)", False),
+    ("torch 2.13.0+cu130 (CUDA 13.0)", "2.13.0 (CUDA 13.0)", False),
+    ("torch 2.13.0+cu130 (CUDA 13.0)", "2.13.0+cpu (CPU)", True),
+])
+def test_constraints_leave_torchs_own_pins_to_the_installed_build(runpy, tmp_path, monkeypatch, made_with, build,
+                                                                   dropped):
+    monkeypatch.setattr(runpy, "VENV", tmp_path)
+    lock = tmp_path / "requirements-tested.txt"
+    lock.write_text(f"# Exact versions ... (Python 3.11, Linux x86-64, {made_with}).\n# ...\n"
+                    "numpy==2.4.6\nnvidia-cublas==13.1.1.3\ncuda-toolkit==13.0.3.0\ntorch==2.13.0\ntriton==3.9.0\n")
+    text = runpy.constraints_for(lock, build).read_text()
+    assert "numpy==2.4.6" in text and "torch==2.13.0" in text
+    assert ("triton" not in text and "nvidia" not in text and "cuda-" not in text) == dropped
 
 
 def test_each_python_has_its_own_constraints_file(runpy):
