@@ -130,3 +130,16 @@ def test_dataset_rescale_is_a_global_scalar_and_w_vector_rescale_one_feature():
     W2, x2 = invariance.transformed(W, x, "W-vector rescale", g)
     h, h2 = x @ W.T, x2 @ W2.T
     assert torch.allclose(h2[:, 0], 3 * h[:, 0]) and torch.allclose(h2[:, 1:], h[:, 1:])
+
+
+def test_paired_ratio_compares_fastest_rounds_and_restores_threads():
+    import time
+
+    before = torch.get_num_threads()
+    calls = []
+    ratio = bench.paired_ratio(lambda: (calls.append("a"), time.sleep(0.004)), lambda: (calls.append("b"), time.sleep(0.002)),
+                               rounds=5, threads=1)
+    assert 1.5 < ratio < 3.0                                   # 4 ms over 2 ms: sleeps only ever run long
+    assert calls == ["a", "b"] * 6                             # one untimed call each, then strictly alternating
+    assert torch.get_num_threads() == before
+    assert bench.unfused_over_fused(shape=(4, 256), rounds=3) > 0
