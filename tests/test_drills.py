@@ -689,6 +689,8 @@ def test_broadcast_shaped_parameters_are_checked_not_fatal():
     assert {"train_2d", "train_4d"} <= report.ids(failed_only=False) - report.ids()
     sd = next(f for f in report.failed if f.id == "state_dict")
     assert sd.level == "production"
+    shapes = next(f for f in report.failed if f.id == "param_shapes")
+    assert shapes.level == "production" and "(1, 3)" in shapes.message and "(C,)" in shapes.message
 
 
 def test_written_out_references_match_torch():

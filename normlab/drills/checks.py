@@ -824,6 +824,11 @@ def _bn_construct(build, C, out):
     out.append(ok("params", f"γ (self.{gname}) 初值 1、β (self.{bname}) 初值 0，各 {C} 个元素") if good else
                fail("params", "应有可学习的 γ（初值 1）和 β（初值 0），各 num_features 个元素：nn.Parameter self.weight / self.bias"))
     mn, mt, vn, vt = find_stats(m, C)
+    odd = [f"self.{n} {tuple(t.shape)}" for n, t in ((gname, w), (bname, b), (mn, mt), (vn, vt))
+           if t is not None and tuple(t.shape) != (C,)]
+    if odd:     # broadcast shapes such as (1, C, 1, 1) are checked as they are, and named here
+        out.append(fail("param_shapes", f"weight/bias/滑动统计量的形状应为 (C,) = ({C},)；你的是 {', '.join(odd)}"
+                        "（能广播，但 torch 的 state_dict 存 (C,)）(parameter shapes differ from torch's)", level=PROD))
     if mt is None or vt is None:
         out.append(fail("no_running_stats", "没有滑动统计量 (no running statistics)：训练时要用 momentum 更新 running_mean / "
                         "running_var，eval 时用它们代替 batch 统计量"))

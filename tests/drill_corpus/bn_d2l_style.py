@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 DRILL = {"kind": "batchnorm", "interview": False, "production": False,
-         "findings": ["mode_from_grad", "buffers", "running_var_biased"]}
+         "findings": ["mode_from_grad", "buffers", "running_var_biased", "param_shapes", "signature"]}
 
 
 def batch_norm(X, gamma, beta, moving_mean, moving_var, eps, momentum):
