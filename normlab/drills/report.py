@@ -97,7 +97,7 @@ class Report:
         return lines
 
     def __str__(self) -> str:
-        head = f"[{self.kind}] {'通过 PASSED' if self.passed else '未通过 FAILED'} · {self.verdict()}"
+        head = f"[{self.kind}] {'通过 PASSED' if self.passed_at() else '未通过 FAILED'} · {self.verdict()}"
         if self.elapsed is not None:
             head += f"，用时 {int(self.elapsed // 60)} 分 {int(self.elapsed % 60)} 秒"
         lines = [head] + ["  " + line for line in self.level_lines()]
@@ -116,7 +116,7 @@ class Report:
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        color = "#2e7d32" if self.passed else "#c62828"
+        color = "#2e7d32" if self.passed_at() else "#c62828"
         rows = []
         for lv in LEVELS:
             for f in self.findings:
@@ -126,7 +126,7 @@ class Report:
                 rows.append(f"<tr><td style='color:#c62828'>✗</td><td>{LEVEL_NAME[lv]}</td>"
                             f"<td><code>{html.escape(f.id)}</code></td><td>{html.escape(f.message)}</td><td>{ex}</td></tr>")
         title = (f"<b style='color:{color}'>{html.escape(self.kind)}: "
-                 f"{'通过 PASSED' if self.passed else '未通过 FAILED'}</b> · {html.escape(self.verdict())}")
+                 f"{'通过 PASSED' if self.passed_at() else '未通过 FAILED'}</b> · {html.escape(self.verdict())}")
         if self.elapsed is not None:
             title += f" · 用时 {int(self.elapsed // 60)}:{int(self.elapsed % 60):02d}"
         levels = "".join(f"<div>{html.escape(line)}</div>" for line in self.level_lines())
