@@ -183,7 +183,7 @@ def torch_pip_args(choice: str, probe=None) -> tuple[list[str], str]:
         return [], "torch：默认的轮子 (default wheel)"
     if (probe or index_reachable)(CPU_INDEX):
         return ["--extra-index-url", CPU_INDEX], f"torch：CPU 版，来自 PyTorch 官方的 CPU 轮子索引 {CPU_INDEX}"
-    return [], (f"连不上 PyTorch 的 CPU 轮子索引 ({CPU_INDEX})，改用默认的 torch 轮子：在 Linux 上它带 CUDA 库，"
+    return [], (f"连不上 PyTorch 的 CPU 轮子索引 ({CPU_INDEX})，改用默认的 torch 轮子：在 Linux 上它通常带 CUDA 库，"
                 "多下载约 2.6 GB，课程照样能跑。(CPU wheel index unreachable: falling back to the default wheel.)")
 
 
