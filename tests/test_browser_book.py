@@ -137,6 +137,31 @@ def test_widgets_degrade_to_a_static_note(browser, book_url):
             assert "normlab-widget-note" in html, name
 
 
+def first_note_text(name: str) -> str | None:
+    """A distinctive piece of the first speaker note of a source (None when it has none)."""
+    import jupytext
+
+    notes = [c.source for c in jupytext.read(ROOT / "notebooks" / f"{name}.md").cells
+             if c.cell_type == "markdown" and c.metadata.get("slideshow", {}).get("slide_type") == "notes"]
+    if not notes:
+        return None
+    words = re.findall(r"[\u4e00-\u9fff]{6,}", notes[0])       # a run of Chinese without markup
+    return max(words, key=len) if words else None
+
+
+def test_speaker_notes_stay_out_of_the_book(book_url):
+    """Notes hold answers to the questions the lesson asks: the book (what a learner reads) has none."""
+    checked = 0
+    for name in NOTEBOOKS:
+        needle = first_note_text(name)
+        if needle is None:
+            continue
+        html = urllib.request.urlopen(f"{book_url}/notebooks/{name}.html").read().decode()
+        assert needle not in html, f"{name}: a speaker note reached the book ({needle!r})"
+        checked += 1
+    assert checked >= 5
+
+
 def test_speaker_notes_from_the_sources_reach_the_slides(slides_url):
     with_notes = [n for n in NOTEBOOKS if '"slide_type": "notes"' in (ROOT / "notebooks" / f"{n}.md").read_text()]
     assert "00_course_map" in with_notes and "09_companion" in with_notes

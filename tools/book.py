@@ -136,7 +136,7 @@ def stage_book() -> Path:
         'if (!document.documentElement.dataset.mode) { document.documentElement.dataset.mode = "light"; }\n')
     chapters = []
     for path in notebooks:
-        nb = nbformat.read(path, 4)
+        nb = nbtools.without_teacher_notes(nbformat.read(path, 4))   # notes are for the slides only
         static_widgets(nb)
         src_name = path.stem + ".md"
         shutil.copy(ROOT / "notebooks" / src_name, BOOK_SRC / "nb_sources" / src_name)

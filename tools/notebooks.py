@@ -39,6 +39,18 @@ BEGIN, END, ONLY = "### BEGIN SOLUTION", "### END SOLUTION", "# solution-only"
 BLANK = 'raise NotImplementedError("在这里写出你的实现 (write your implementation here)")'
 
 
+def is_teacher_note(cell) -> bool:
+    """A speaker note (``slideshow: {slide_type: notes}``): for the slides' speaker view only."""
+    return cell.cell_type == "markdown" and cell.get("metadata", {}).get("slideshow", {}).get("slide_type") == "notes"
+
+
+def without_teacher_notes(nb):
+    """The notebook as learners get it (workspace/, the book): speaker notes removed. Notes often
+    hold the answer to the question the lesson asks next."""
+    nb.cells = [c for c in nb.cells if not is_teacher_note(c)]
+    return nb
+
+
 def has_solutions(nb) -> bool:
     return any(BEGIN in c.source for c in nb.cells if c.cell_type == "code")
 
@@ -81,7 +93,7 @@ def export(out: Path, keep_existing: bool) -> list[Path]:
         dst = out / (src.stem + ".ipynb")
         if keep_existing and dst.exists():
             continue
-        nb = jupytext.read(src)
+        nb = without_teacher_notes(jupytext.read(src))
         nb.metadata.setdefault("kernelspec", {"name": "python3", "display_name": "Python 3", "language": "python"})
         if has_solutions(nb):
             learner = out / (src.stem + "_learner.ipynb")
