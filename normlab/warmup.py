@@ -112,7 +112,7 @@ def seed_table(notebook: str = "06_placement", keys: dict[str, str] | None = Non
     from .record import recorded
 
     keys = keys or {"warmup.post_no.final200": "Post-LN 无预热 200 步", "warmup.post_no.final400": "Post-LN 无预热 400 步",
-                    "warmup.post_no.steps_to_0.5": "Post-LN 无预热 首次 <0.5 的步",
+                    "warmup.post_no.steps_to_0.5": "Post-LN 无预热 400 步内首次 <0.5",
                     "warmup.post_wu.final200": "Post-LN 有预热 200 步", "warmup.pre_no.final200": "Pre-LN 无预热 200 步"}
     try:
         rec = recorded(notebook)
