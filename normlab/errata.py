@@ -1327,7 +1327,7 @@ ERRATA: list[Erratum] = [
 # Claims that are a matter of degree: where the course measures them.
 CLAIMS: list[tuple[str, str, str, str, str]] = [
     # (document §, the claim in our words, verdict, chapter, section)
-    ("[A] §2.6；[D] Q3", "Pre-Norm 不需要预热、收敛更快", "在我们的小模型上成立（3 个种子），与 Xiong et al. 2020 §4 一致",
+    ("[A] §2.6；[D] Q3", "Pre-Norm 不需要预热、收敛更快", "在我们的小模型上成立（种子 0–4，NORMLAB_SEED 另试 5–9），与 Xiong et al. 2020 §4 一致",
      "06_placement", "3. 学习率预热：一个几秒钟的实验"),
     ("[A] §2.6；[B] LayerNorm", "Pre-Norm 最终效果不如 Post-Norm，因为它增加的是宽度而非深度",
      "前提（相邻层输入几乎相同）测得成立；\"最终效果更差\"在文献中没有定论（[D] 的表甚至说相反）",
