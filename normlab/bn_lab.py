@@ -151,12 +151,31 @@ def mlp(norm: str = "none", depth: int = 4, width: int = 64, act: str = "tanh", 
 
 
 def train(model: nn.Module, x: Tensor, y: Tensor, steps: int, batch: int, opt: str = "sgd", lr: float = 0.1,
-          seed: int = 0, desc: str = "train", ratios: list | None = None) -> list[float]:
+          seed: int = 0, desc: str = "train", ratios: list | None = None, threads: int | None = 1) -> list[float]:
     """Mini-batch training (SGD or Adam) with a progress bar; returns the loss of every step.
 
     ``ratios``: a list to append, at every step, Karpathy's update:data ratio of each weight matrix
     (parameters with 2+ dims, in model order): std(W_after - W_before) / std(W_before).
+
+    ``threads``: torch's intra-op threads for the loop (restored afterwards; None leaves them alone).
+    Default 1: the lessons' models are tiny (64-wide layers), so a second OpenMP thread only adds
+    synchronisation, and when anything else uses the cores its spin-waiting makes a run many times
+    slower (measured on 2 cores: 300 steps of 02's MLP 0.22 s with 1 thread, 0.4-1.6 s with 2 threads
+    and OMP_WAIT_POLICY=PASSIVE, 22 s with 2 threads and the default policy; no subnormal floats
+    anywhere). One thread also makes a trained number the same whatever torch's thread count.
     """
+    if threads is None:
+        return _train(model, x, y, steps, batch, opt, lr, seed, desc, ratios)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        return _train(model, x, y, steps, batch, opt, lr, seed, desc, ratios)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _train(model: nn.Module, x: Tensor, y: Tensor, steps: int, batch: int, opt: str, lr: float, seed: int,
+           desc: str, ratios: list | None) -> list[float]:
     optimizer = (torch.optim.SGD if opt == "sgd" else torch.optim.Adam)(model.parameters(), lr=lr)
     g = torch.Generator().manual_seed(seed)
     weights = [p for p in model.parameters() if p.dim() >= 2] if ratios is not None else []

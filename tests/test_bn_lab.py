@@ -139,3 +139,25 @@ def test_noisy_bn_network_has_the_same_initial_weights_as_the_bn_network():
     assert all(torch.equal(p, q) for p, q in zip(wa, wb))
     with pytest.raises(ValueError, match="未知的 norm"):
         bn_lab.mlp("batchnorm")
+
+
+def test_train_runs_on_one_thread_and_restores_the_thread_count():
+    from normlab.residuals import digits
+
+    x, y, _, _ = digits()
+    seen = []
+
+    class Spy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(64, 10)
+
+        def forward(self, v):
+            seen.append(torch.get_num_threads())
+            return self.lin(v)
+
+    before = torch.get_num_threads()
+    bn_lab.train(Spy(), x, y, steps=2, batch=8)
+    assert seen == [1, 1] and torch.get_num_threads() == before
+    bn_lab.train(Spy(), x, y, steps=1, batch=8, threads=None)
+    assert seen[-1] == before
