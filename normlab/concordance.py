@@ -76,7 +76,8 @@ S03 = {"scratch": "1. 从零写 LayerNorm", "axes": "2. 谁和谁共用一组统
 S04 = {"scratch": "1. 从零写 RMSNorm", "inv": "2. 不变性表：逐项测量", "real": "3. 真实模型里的写法",
        "fp16": "4. 精度：float16 必须先转 float32", "speed": "5. RMSNorm 真的更快吗？"}
 S05 = {"const": "1. α 与 β：逐个架构", "wrong": "2. 两种常见的错误写法",
-       "deep": "3. 小规模复现：深层 Post-LN 训练不动，DeepNorm 可以", "all": "4. 放在一起看：DeepNorm、Admin 与残差缩放"}
+       "deep": "3. 小规模复现：深层 Post-LN 训练不动，DeepNorm 可以", "all": "4. 放在一起看：DeepNorm、Admin 与残差缩放",
+       "grad": "3.2 初始化时每一层的梯度", "q8": "5. [A] Q8：DeepNorm 的优点，在 1000 层上看"}
 S06 = {"wirings": "1. 五种接法，一个参数", "xiong": "2. Xiong et al. 2020：理论说了什么，我们复现出什么",
        "warm": "3. 学习率预热：一个几秒钟的实验", "width": "4. \"Pre-Norm 增加的是宽度而不是深度\"——测一测",
        "models": "5. 各大模型用的是哪一种"}
@@ -219,7 +220,7 @@ QUESTIONS: list[Question] = [
     Question("A", "5", "手写 RMSNorm", "08_drills", S08["rms"], "均方根"),
     Question("A", "6", "RMSNorm 相比 LayerNorm 的特点", "04_rmsnorm", S04["inv"], "不变"),
     Question("A", "7", "手写 DeepNorm", "08_drills", S08["deep"], "β"),
-    Question("A", "8", "DeepNorm 的优点", "05_deepnorm", S05["deep"], "‖ΔF‖"),
+    Question("A", "8", "DeepNorm 的优点", "05_deepnorm", S05["q8"], "1000"),
     Question("A", "9", "LN 在 LLM 中不同位置的区别", "06_placement", S06["xiong"], "定理 1"),
     Question("A", "10", "各 LLM 用的哪种 LN", "06_placement", S06["models"], "Llama"),
     Question("D", "Q1", "BatchNorm 和 LayerNorm 的区别", "03_layernorm", S03["axes"], "LayerNorm"),

@@ -1225,7 +1225,7 @@ ERRATA: list[Erratum] = [
     _e("A8", "A", "§2.5", "说法 claim",
        "称 DeepNorm 是 LayerNorm 的改进版：把残差分支的结果放大 α 倍再做 LN，从而在千层网络里保持梯度量级恒定。",
        "DeepNorm 里的 LN 就是普通 LayerNorm；论文（摘要称之为\"修改残差连接的归一化函数\"）改的是残差连接，α 乘在恒等路径 x 上：LN(α·x + G(x))，另加 β 初始化（Wang et al. 2022 §4.2–4.3）。它的理论界定的是模型更新 ‖ΔF‖ 不随深度爆炸（摘要、§4），不是梯度恒定。我们测的是 MLP 块的堆叠、MSE 损失、初始化时：每一块 fc1、fc2 的权重梯度都与 β/α ∝ 1/√N 成正比（N = 6、24、96），即随深度变小。",
-       "05_deepnorm", "3. 小规模复现：深层 Post-LN 训练不动，DeepNorm 可以", demo_a8),
+       "05_deepnorm", "3.2 初始化时每一层的梯度", demo_a8),
     _e("B1", "B", "BatchNorm", "代码 code",
        "手写 BatchNorm 用 torch.is_grad_enabled() 判断训练/推理，滑动统计量是普通属性，滑动方差用有偏估计（[E] §1.3 的代码相同）。",
        "模式应看 self.training（model.eval()）；滑动统计量应 register_buffer（进 state_dict）；running_var 存无偏方差（PyTorch 文档与 Normalization.cpp；Ioffe & Szegedy §3.1）。",
