@@ -76,7 +76,8 @@ def execute_all(jobs: int = 2, srcs: list[Path] | None = None) -> list[Path]:
             continue
         todo.append(src)
 
-    env = dict(os.environ, MPLBACKEND=KERNEL_BACKEND)
+    # Two executors at once: idle OpenMP threads must sleep, not spin (see tools/notebooks.py).
+    env = dict(os.environ, MPLBACKEND=KERNEL_BACKEND, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "PASSIVE"))
 
     logs = ROOT / "build" / "logs"
     logs.mkdir(parents=True, exist_ok=True)
