@@ -65,7 +65,8 @@ HEADINGS: dict[str, list[str]] = {
 
 # Section titles of the course notebooks (exactly as their headings read).
 S01 = {"jac": "2. \"雅可比矩阵里的 +1\"，用数字看", "plain": "1. 没有残差 vs 有残差：逐层测量",
-       "ens": "3. 残差网络像浅层网络的集成：删掉一个块", "scale": "4. 残差缩放：初始化时它们各做了什么"}
+       "ens": "3. 残差网络像浅层网络的集成：删掉一个块", "scale": "4. 残差缩放：初始化时它们各做了什么",
+       "bare": "没有 Add、也没有 Norm 的深网络"}
 S02 = {"scratch": "1. 从零写 BatchNorm", "mode": "2. 训练模式与推理模式：`model.eval()` 与 `torch.no_grad()`",
        "mom": "3. 滑动统计量：momentum 是谁乘谁？", "lr": "4.1 BN 让网络容忍大得多的学习率",
        "small": "4.2 batch 小了 BN 就坏，GroupNorm 不受影响", "diag": "4.4 Karpathy 式诊断：激活、梯度、更新量",
@@ -143,7 +144,7 @@ ROWS: list[Row] = [
     _r("B", "RMSNorm", "LlamaRMSNorm 代码", "04_rmsnorm", S04["real"], "LlamaRMSNorm"),
     # [C]
     _r("C", "引言", "Add & Norm 是什么", "00_course_map", S00["order"], "01 残差连接 (Add)"),
-    _r("C", "残差连接与层归一化的重要性", "\"没有它无法突破 10 层\"", "01_residuals", S01["ens"], "10 层"),
+    _r("C", "残差连接与层归一化的重要性", "\"没有它无法突破 10 层\"", "01_residuals", S01["bare"], "10 层"),
     _r("C", "残差连接 (Add)", "残差函数与 Post-Norm 块", "01_residuals", S01["plain"], "残差堆叠"),
     _r("C", "残差连接的数学表达", "y = x + F(x)（原文公式缺失）", "01_residuals", S01["jac"], "F(x)+x"),
     _r("C", "残差连接的优势", "梯度通路、恒等映射、集成", "01_residuals", S01["ens"], "Veit et al. 2016"),
