@@ -1334,7 +1334,7 @@ CLAIMS: list[tuple[str, str, str, str, str]] = [
      "06_placement", "4. \"Pre-Norm 增加的是宽度而不是深度\"——测一测"),
     ("[C] 开头", "没有 Add & Norm，大模型无法突破 10 层",
      "01 课第 3 节：12 块（26 个线性层）、既无残差也无任何归一化层的网络，He 初始化（He et al. 2015）用 SGD "
-     "训练到 0.69–0.97（种子 0–4），同一网络用 Xavier 初始化停在随机猜的水平；有残差、无归一化时，Fixup 式初始化 "
+     "训练到 0.83–0.94（种子 0–4），同一网络用 Xavier 初始化停在随机猜的水平；有残差、无归一化时，Fixup 式初始化 "
      "(Zhang et al. 2019) 与 ReZero (Bachlechner et al. 2020) 也能训练；DyT (Zhu et al. 2025) 用逐元素的 tanh(αx) "
      "代替 norm。10 层不是硬界限；归一化让训练对学习率和初始化宽容得多。",
      "01_residuals", "没有 Add、也没有 Norm 的深网络"),
