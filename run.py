@@ -401,10 +401,9 @@ def cmd_course(args: list[str]) -> int:
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
     cmd += args
-    # Kernels inherit this: idle OpenMP threads sleep instead of spinning. With two notebooks open on a
-    # 2-core machine, torch's default spin-waits made 60 training steps take 99 s instead of 1.5 s
-    # (measured for lesson 01; no result changes). The lessons' small models also train on one thread.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # No OMP_WAIT_POLICY here: alone (a learner's usual case) the default is fastest (05: 23 s, against
+    # 50 s with PASSIVE). Under contention spin-waits cost far more (60 steps of 01: 99 s vs 1.5 s), so
+    # the lessons' small training loops run on one torch thread instead (normlab.bn_lab.train).
     if IS_WINDOWS:
         return run(cmd)
     os.chdir(ROOT)

@@ -121,9 +121,8 @@ def execute(names: list[str], timeout: int = 600) -> int:
     # The kernel inherits this environment: with MPLBACKEND=Agg (set for the test run) plt.show()
     # would draw nothing into the notebook, and the book would lose every figure.
     os.environ.pop("MPLBACKEND", None)
-    # Idle OpenMP threads sleep instead of spinning: with any other work on a 2-core machine, torch's
-    # default spin-waits made one 05 cell hit the 600 s timeout (35 s with this). No result changes.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # One notebook at a time: OpenMP's default wait policy is fastest alone (05: 23 s; 50 s with
+    # OMP_WAIT_POLICY=PASSIVE). The book build, which runs two at once, sets PASSIVE itself.
     failures = 0
     for src in chosen:
         nb = jupytext.read(src)
