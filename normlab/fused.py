@@ -8,60 +8,58 @@ where the unfused pair (``h = x + r``, then ``F.rms_norm(h)``) moves 20 (h is wr
 read back), and on a CPU ``F.rms_norm`` itself is several kernels. Forward only (inference);
 a training kernel would also need the backward pass (see the drill card ``rmsnorm_backward``).
 
-Needs the optional ``triton`` package (``pip install -e .[fused]``, Linux x86-64); the course
-never needs it. On a GPU the kernel is compiled; without one it runs under Triton's interpreter
-(``TRITON_INTERPRET=1``, set here before triton is imported): slow, but the same code, so its
+The kernel itself is ``normlab/fused_kernel.py`` (its text is ``KERNEL_SOURCE``). It needs the
+optional ``triton`` package (``pip install -e .[fused]``, Linux x86-64); the course never needs
+it, and importing this module never imports triton. On a GPU the kernel is compiled; without
+one it runs under Triton's interpreter: on first use, when triton is installed and there is no
+GPU, ``TRITON_INTERPRET=1`` is set (unless already set) just before the kernel module is
+imported, since ``@triton.jit`` reads it when it decorates. Slow, but the same code, so its
 correctness is tested on a CPU.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
+from pathlib import Path
+from types import ModuleType
 
 import torch
 
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")  # no GPU: run the kernel in Triton's interpreter
-
-try:
-    import triton
-    import triton.language as tl
-except ImportError:  # the optional extra is not installed
-    triton = None
-
-__all__ = ["available", "add_rmsnorm", "KERNEL_SOURCE"]
+__all__ = ["available", "add_rmsnorm", "KERNEL_SOURCE", "HINT"]
 
 HINT = "需要可选依赖 triton (optional extra)：.venv/bin/pip install -e '.[fused]'（Linux x86-64）"
+KERNEL_SOURCE = Path(__file__).with_name("fused_kernel.py").read_text(encoding="utf-8")
+
+_kernel_module: ModuleType | None = None
+
+
+def _kernel() -> ModuleType | None:
+    """normlab.fused_kernel, imported on first use (None where triton cannot be imported)."""
+    global _kernel_module
+    if _kernel_module is None:
+        if importlib.util.find_spec("triton") is None:   # not installed: leave the environment alone
+            return None
+        if not torch.cuda.is_available():
+            os.environ.setdefault("TRITON_INTERPRET", "1")   # no GPU: Triton's interpreter runs the kernel
+        try:
+            _kernel_module = importlib.import_module(".fused_kernel", __package__)
+        except ImportError:                                  # installed but unusable here
+            return None
+    return _kernel_module
 
 
 def available() -> bool:
-    """True when triton is importable (natively on a GPU, or interpreted on the CPU)."""
-    return triton is not None
-
-
-if triton is not None:
-
-    @triton.jit
-    def _add_rmsnorm_kernel(X, R, W, H, Y, n_cols, eps, BLOCK: tl.constexpr):
-        row = tl.program_id(0)                                    # one program per row
-        cols = tl.arange(0, BLOCK)                                # BLOCK = next power of 2 >= n_cols
-        mask = cols < n_cols
-        x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        r = tl.load(R + row * n_cols + cols, mask=mask, other=0.0)
-        h = x + r                                                 # h = x + r (in the input dtype)
-        tl.store(H + row * n_cols + cols, h, mask=mask)           # the residual stream, written once
-        hf = h.to(tl.float32)                                     # statistics in float32
-        ms = tl.sum(hf * hf, axis=0) / n_cols                     # mean(h²); masked lanes are 0
-        rstd = 1.0 / tl.sqrt(ms + eps)                            # 1 / sqrt(mean(h²) + eps)
-        w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-        y = hf * rstd * w                                         # y = h / RMS(h) * w
-        tl.store(Y + row * n_cols + cols, y.to(Y.dtype.element_ty), mask=mask)
+    """True when the kernel can run: triton imports (compiled on a GPU, interpreted on the CPU)."""
+    return _kernel() is not None
 
 
 def add_rmsnorm(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor,
                 eps: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
     """(h, y) = (x + r, RMSNorm(x + r) * weight) in one kernel; normalises over the last dim."""
-    if triton is None:
+    kernel = _kernel()
+    if kernel is None:
         raise RuntimeError(HINT)
     if x.shape != r.shape:
         raise ValueError(f"x 与残差 r 的形状必须相同 (shape mismatch): x {tuple(x.shape)}, r {tuple(r.shape)}")
@@ -72,18 +70,6 @@ def add_rmsnorm(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor,
         raise ValueError(f"x 和 r 应是同一种浮点类型 (same float dtype)，实际是 {x.dtype} 和 {r.dtype}")
     x2, r2 = x.reshape(-1, d).contiguous(), r.reshape(-1, d).contiguous()
     h, y = torch.empty_like(x2), torch.empty_like(x2)
-    _add_rmsnorm_kernel[(x2.shape[0],)](x2, r2, weight.contiguous(), h, y, d, eps,
-                                         BLOCK=triton.next_power_of_2(d))
+    kernel.add_rmsnorm_kernel[(x2.shape[0],)](x2, r2, weight.contiguous(), h, y, d, eps,
+                                              BLOCK=kernel.triton.next_power_of_2(d))
     return h.view(x.shape), y.view(x.shape)
-
-
-def _kernel_source() -> str:
-    import inspect
-
-    src = inspect.getsource(inspect.getmodule(add_rmsnorm))
-    start = src.index("    @triton.jit")
-    end = src.index("\ndef add_rmsnorm")
-    return "\n".join(line[4:] for line in src[start:end].rstrip().splitlines())
-
-
-KERNEL_SOURCE = _kernel_source()
