@@ -5,8 +5,9 @@ Method: every contender runs on the same tensor (same shape, dtype, memory layou
 contender once (``inner`` calls each), copy included, so slow phases of the machine hit all
 contenders alike. We report the median time with its interquartile range, and the headline:
 the ratio of each contender's fastest round to the copy's fastest round (load from other
-processes can only make a round slower, never faster, so the minimum is the most repeatable). Norms read x once and write y once, so once the tensor is larger than the caches they
-are limited by memory traffic, and a copy (``x.clone()``) moves the same bytes (8 per float32
+processes can only make a round slower, never faster, so the minimum is the most repeatable).
+Norms read x once and write y once, so once the tensor is larger than the caches they are
+limited by memory traffic, and a copy (``x.clone()``) moves the same bytes (8 per float32
 element). The default shape (16, 512, 1024) is 32 MiB per tensor, larger than a typical L3.
 Every contender allocates its output, as the functional norms do. On Linux, glibc hands out
 such large blocks as fresh pages from the kernel by default, and first-touching 32 MiB costs
@@ -32,9 +33,14 @@ import torch.nn.functional as F
 from . import norms
 from .viz import Table
 
-BYTES = {"copy x.clone()": 8, "add x + r": 12, "F.layer_norm": 8, "F.rms_norm": 8, "normlab LayerNorm (readable)": 8,
-         "normlab RMSNorm (readable)": 8, "Add + LayerNorm (unfused)": 20, "Add + RMSNorm (unfused)": 20,
-         "Add + RMSNorm (torch.compile)": 12, "Add + RMSNorm (Triton, h and y)": 16}
+# Contenders by identifier (the keys of ``run``'s results); labels are for the table only.
+LABELS = {"copy": "copy x.clone()", "add": "add x + r", "layer_norm": "F.layer_norm", "rms_norm": "F.rms_norm",
+          "normlab_layer_norm": "normlab LayerNorm (readable)", "normlab_rms_norm": "normlab RMSNorm (readable)",
+          "add_layer_norm": "Add + LayerNorm (unfused)", "add_rms_norm": "Add + RMSNorm (unfused)",
+          "add_rms_norm_compiled": "Add + RMSNorm (torch.compile)",
+          "add_rms_norm_triton": "Add + RMSNorm (Triton, h and y)"}
+BYTES = {"copy": 8, "add": 12, "layer_norm": 8, "rms_norm": 8, "normlab_layer_norm": 8, "normlab_rms_norm": 8,
+         "add_layer_norm": 20, "add_rms_norm": 20, "add_rms_norm_compiled": 12, "add_rms_norm_triton": 16}
 
 
 def timeit(fn: Callable[[], object], warmup: int = 3, repeats: int = 15, inner: int = 3,
@@ -55,27 +61,28 @@ def timeit(fn: Callable[[], object], warmup: int = 3, repeats: int = 15, inner: 
 
 
 def contenders(x: torch.Tensor, r: torch.Tensor, compile_fused: bool = False) -> dict[str, Callable[[], object]]:
+    """The functions timed, by identifier (LABELS names them): each allocates its output."""
     d = x.shape[-1]
     w, b = torch.ones(d, dtype=x.dtype, device=x.device), torch.zeros(d, dtype=x.dtype, device=x.device)
     ln = norms.LayerNorm(d).to(device=x.device, dtype=x.dtype)
     rms = norms.RMSNorm(d, eps=1e-6).to(device=x.device, dtype=x.dtype)
     out = {
-        "copy x.clone()": lambda: x.clone(),
-        "add x + r": lambda: x + r,
-        "F.layer_norm": lambda: F.layer_norm(x, (d,), w, b),
-        "F.rms_norm": lambda: F.rms_norm(x, (d,), w, 1e-6),
-        "normlab LayerNorm (readable)": lambda: ln(x),
-        "normlab RMSNorm (readable)": lambda: rms(x),
-        "Add + LayerNorm (unfused)": lambda: F.layer_norm(x + r, (d,), w, b),
-        "Add + RMSNorm (unfused)": lambda: F.rms_norm(x + r, (d,), w, 1e-6),
+        "copy": lambda: x.clone(),
+        "add": lambda: x + r,
+        "layer_norm": lambda: F.layer_norm(x, (d,), w, b),
+        "rms_norm": lambda: F.rms_norm(x, (d,), w, 1e-6),
+        "normlab_layer_norm": lambda: ln(x),
+        "normlab_rms_norm": lambda: rms(x),
+        "add_layer_norm": lambda: F.layer_norm(x + r, (d,), w, b),
+        "add_rms_norm": lambda: F.rms_norm(x + r, (d,), w, 1e-6),
     }
     if compile_fused:
         fused = torch.compile(lambda a, c: F.rms_norm(a + c, (d,), w, 1e-6))
-        out["Add + RMSNorm (torch.compile)"] = lambda: fused(x, r)
+        out["add_rms_norm_compiled"] = lambda: fused(x, r)
     if x.is_cuda:                               # normlab.fused: on a CPU it only runs interpreted (no timing)
         from . import fused as triton_fused
         if triton_fused.available():
-            out["Add + RMSNorm (Triton, h and y)"] = lambda: triton_fused.add_rmsnorm(x, r, w, 1e-6)
+            out["add_rms_norm_triton"] = lambda: triton_fused.add_rmsnorm(x, r, w, 1e-6)
     return out
 
 
@@ -95,7 +102,8 @@ def reuse_freed_memory() -> bool:
 @torch.no_grad()
 def run(shape: tuple[int, ...] = (16, 512, 1024), dtype: torch.dtype = torch.float32, repeats: int = 7,
         compile_fused: bool = False, device: str = "cpu", inner: int = 2) -> dict[str, dict[str, float]]:
-    """Median/IQR milliseconds, and the ratio of the fastest round to the copy's fastest, per contender."""
+    """Median/IQR milliseconds, and the ratio of the fastest round to the copy's fastest, per contender:
+    ``{identifier: {"median_ms", "iqr_ms", "ratio_to_copy"}}`` (identifiers as in LABELS; "copy" is 1)."""
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise RuntimeError("没有可用的 GPU (CUDA not available)：GPU 部分是可选的，请用 device='cpu'。")
     g = torch.Generator().manual_seed(0)
@@ -107,17 +115,17 @@ def run(shape: tuple[int, ...] = (16, 512, 1024), dtype: torch.dtype = torch.flo
     fns = contenders(x, r, compile_fused)
     for fn in fns.values():                       # warm-up (and compilation) outside the timed rounds
         timeit(fn, warmup=2, repeats=1, inner=1, sync=sync)
-    rounds = {name: [] for name in fns}
+    rounds = {key: [] for key in fns}
     for _ in range(repeats):                      # interleaved: one sample of every contender per round
-        for name, fn in fns.items():
-            rounds[name].append(timeit(fn, warmup=0, repeats=1, inner=inner, sync=sync)[0])
-    copy = rounds["copy x.clone()"]
+        for key, fn in fns.items():
+            rounds[key].append(timeit(fn, warmup=0, repeats=1, inner=inner, sync=sync)[0])
+    copy = rounds["copy"]
     results = {}
-    for name, samples in rounds.items():
+    for key, samples in rounds.items():
         s = sorted(samples)
         q1, med, q3 = s[len(s) // 4], statistics.median(s), s[(3 * len(s)) // 4]
         ratio = min(samples) / min(copy)
-        results[name] = {"median_ms": med * 1e3, "iqr_ms": (q3 - q1) * 1e3, "ratio_to_copy": ratio}
+        results[key] = {"median_ms": med * 1e3, "iqr_ms": (q3 - q1) * 1e3, "ratio_to_copy": ratio}
     return results
 
 
@@ -151,12 +159,13 @@ def unfused_over_fused(shape: tuple[int, ...] = (16, 512, 1024), rounds: int = 2
     x, r = torch.randn(shape, generator=g), torch.randn(shape, generator=g)
     reuse_freed_memory()
     fns = contenders(x, r)
-    return paired_ratio(fns["Add + LayerNorm (unfused)"], fns["F.layer_norm"], rounds=rounds, threads=threads)
+    return paired_ratio(fns["add_layer_norm"], fns["layer_norm"], rounds=rounds, threads=threads)
 
 
 def table(results: dict[str, dict[str, float]], title: str = "") -> Table:
-    rows = [(name, f"{r['median_ms']:.3f}", f"{r['iqr_ms']:.3f}", f"{r['ratio_to_copy']:.2f}", BYTES.get(name, "?"))
-            for name, r in results.items()]
+    """``run``'s results as a table: one row per contender, under its label."""
+    rows = [(LABELS.get(key, key), f"{r['median_ms']:.3f}", f"{r['iqr_ms']:.3f}", f"{r['ratio_to_copy']:.2f}",
+             BYTES.get(key, "?")) for key, r in results.items()]
     return Table(rows, ["contender", "median ms", "IQR ms", "× copy", "bytes/elem (nominal)"], title=title)
 
 

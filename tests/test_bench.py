@@ -1,0 +1,80 @@
+"""normlab.bench: interleaved timing, ratios to the copy of the same run, results keyed by identifier."""
+
+import math
+import time
+
+import pytest
+import torch
+
+from normlab import bench
+
+CPU_CONTENDERS = {"copy", "add", "layer_norm", "rms_norm", "normlab_layer_norm", "normlab_rms_norm",
+                  "add_layer_norm", "add_rms_norm"}
+
+
+def test_timeit_calls_warmup_then_repeats_times_inner():
+    calls = []
+    samples = bench.timeit(lambda: calls.append(1), warmup=2, repeats=4, inner=3)
+    assert len(samples) == 4 and len(calls) == 2 + 4 * 3
+
+
+def test_results_are_keyed_by_identifier_and_labelled_in_the_table():
+    res = bench.run(shape=(4, 64), repeats=3)
+    assert set(res) == CPU_CONTENDERS
+    assert set(bench.LABELS) == set(bench.BYTES)                         # every contender: a label and its bytes
+    assert all(key.isidentifier() for key in bench.LABELS)               # keys are names, labels are for display
+    assert math.isclose(res["copy"]["ratio_to_copy"], 1.0)
+    assert all(r["median_ms"] > 0 and r["iqr_ms"] >= 0 for r in res.values())
+    text = str(bench.table(res))
+    assert "× copy" in text and "bytes/elem" in text
+    for key in res:
+        assert bench.LABELS[key] in text
+    assert "add_layer_norm" not in text                                  # the identifier is not shown
+
+
+def test_ratio_is_time_over_the_copy_of_the_same_run(monkeypatch):
+    # contenders of known cost: a "copy" that sleeps 5 ms and one three times slower
+    monkeypatch.setattr(bench, "contenders", lambda x, r, compile_fused=False: {
+        "copy": lambda: time.sleep(0.005), "slow": lambda: time.sleep(0.015)})
+    res = bench.run(shape=(2, 8), repeats=3, inner=1)
+    assert 2.0 < res["slow"]["ratio_to_copy"] < 4.0
+    assert res["copy"]["median_ms"] >= 5.0
+    assert "slow" in str(bench.table(res))                               # an unknown key shows as itself
+
+
+def test_gpu_benchmark_is_optional_and_fails_with_a_clear_error():
+    if torch.cuda.is_available():
+        res = bench.run(shape=(4, 64), repeats=3, device="cuda")
+        assert res["copy"]["ratio_to_copy"] == 1.0
+    else:
+        with pytest.raises(RuntimeError, match="CUDA not available"):
+            bench.run(shape=(4, 64), device="cuda")
+
+
+def test_paired_ratio_compares_fastest_rounds_and_restores_threads():
+    before = torch.get_num_threads()
+    calls = []
+    ratio = bench.paired_ratio(lambda: (calls.append("a"), time.sleep(0.004)),
+                               lambda: (calls.append("b"), time.sleep(0.002)), rounds=5, threads=1)
+    assert 1.5 < ratio < 3.0                                   # 4 ms over 2 ms: sleeps only ever run long
+    assert calls == ["a", "b"] * 6                             # one untimed call each, then strictly alternating
+    assert torch.get_num_threads() == before
+
+
+def test_paired_ratio_sets_the_thread_count_while_timing():
+    before = torch.get_num_threads()
+    seen = []
+    bench.paired_ratio(lambda: seen.append(torch.get_num_threads()), lambda: None, rounds=2, threads=1)
+    assert set(seen) == {1}
+    assert torch.get_num_threads() == before
+
+
+def test_unfused_over_fused_times_add_layer_norm_over_layer_norm(monkeypatch):
+    assert bench.unfused_over_fused(shape=(4, 256), rounds=3) > 0
+    timed = []
+    monkeypatch.setattr(bench, "paired_ratio", lambda a, b, **kw: timed.append((a, b)) or 2.0)
+    real = bench.contenders
+    made = {}
+    monkeypatch.setattr(bench, "contenders", lambda x, r, compile_fused=False: made.update(real(x, r)) or made)
+    assert bench.unfused_over_fused(shape=(4, 256), rounds=3) == 2.0
+    assert timed == [(made["add_layer_norm"], made["layer_norm"])]
