@@ -1,22 +1,29 @@
 """NormLab (归一化实验室): the helper package of the course.
 
-Modules, one concern each (import them explicitly, e.g. ``from normlab import norms``):
-    norms         reference BatchNorm / LayerNorm / RMSNorm / GroupNorm / InstanceNorm (= torch.nn)
-    viz, env      plot style with Chinese glyphs, small tables; setup() (seed from NORMLAB_SEED) and the environment report
-    record        expect(): a checked claim on a measured number, recorded by the seed x thread sweep
-    explorer      the axes explorer: which elements share one mean and variance
-    numerics      one-pass / two-pass / Welford variance, eps placement
-    blocks        residual blocks whose wiring is a parameter (post / pre / sandwich / deepnorm ...)
-    probes        per-layer activation / gradient / update:data probes (hooks removed afterwards)
-    gradflow      the gradient-flow widget
-    tasks, warmup, placement, residuals   experiments of the residuals and placement lessons
-    bn_lab, distributed                   experiments of the BatchNorm lesson (2-process sync BN)
-    rms_variants, invariance, bench       RMSNorm variants, invariance table, micro-benchmark
-    fused         Add + RMSNorm as one Triton kernel (optional extra; interpreted on a CPU)
-    deepnorm      DeepNet's alpha / beta and init
-    beyond        ScaleNorm, PowerNorm (paper and [C]), QK-norm attention, DyT
-    drills        the interview-drill checker (python -m normlab.drills KIND FILE.py)
-    errata, concordance   the source-material companion: mistakes with demos, section map
+Import modules explicitly, e.g. ``from normlab import norms``. Four layers, each importing only the
+ones below it (tests/test_architecture.py walks the imports and enforces this):
+
+Core — what a learner reads next; each file stands on its own:
+    norms       reference BatchNorm / LayerNorm / RMSNorm / GroupNorm / InstanceNorm (= torch.nn)
+    variants    every norm formula as a pure function, written once: the forms real models use
+                (LLaMA, T5, Gemma, pRMSNorm ...) and the wrong forms the source material writes
+    init        DeepNet's alpha / beta and the one weight init (Xavier, GPT-2's 1/sqrt(2N), DeepNet's beta)
+    blocks      residual blocks whose wiring is a parameter (plain / post / pre / sandwich / deepnorm)
+    models      DigitsNet (digits classifier) and SequenceModel (tokens -> per-position logits)
+    data        digits() (scikit-learn's load_digits, shipped inside the package) and synthetic sequence tasks
+    train       the one training loop (progress bar; update:data ratios, model updates, warm-up)
+    probes      per-layer activation / gradient / update:data probes (hooks removed afterwards)
+    viz, env    Chinese-capable plot style and small tables; setup() (seed from NORMLAB_SEED), environment report
+    record      expect(): a checked claim on a measured number, recorded by the seed x thread sweep
+Cost:
+    bench       what a norm costs (micro-benchmarks: python -m normlab.bench)
+    fused       Add + RMSNorm as one Triton kernel (optional extra; its kernel is fused_kernel.py)
+Wings (import core; never each other sideways):
+    lessons/    one module per lesson's experiments: residuals (01), batchnorm + sync_bn (02),
+                layernorm + invariance (03, 04), deepnorm (05), placement + warmup (06), beyond (07)
+    widgets/    the axes explorer (02, 03) and the gradient-flow widget (01, 06)
+    companion/  the source-material companion (09): errata as data beside their demos, the concordance
+    drills/     the interview-drill checker (python -m normlab.drills KIND FILE.py); imports nothing else
 """
 
 from .env import report, seed, seed_all, setup

@@ -14,20 +14,23 @@ out_proj, get std/sqrt(2N) at init; s stays 1). Norms are ``torch.nn.LayerNorm``
 ``torch.nn.RMSNorm`` (faster than the reference ones in ``normlab.norms``, and identical to
 them up to rounding: tests/test_norms.py).
 
-Parameter names follow the usual implementations so ``normlab.deepnorm`` can find them:
-attention ``q_proj k_proj v_proj out_proj``, MLP ``fc1 fc2``.
+Parameter names follow the usual implementations so ``normlab.init`` can find them:
+attention ``q_proj k_proj v_proj out_proj``, MLP ``fc1 fc2``. The models built from a stack
+(a digits classifier, a sequence model) are in ``normlab.models``.
 """
 
 from __future__ import annotations
 
-import math
+from contextlib import contextmanager, nullcontext
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .init import deepnorm_constants, init_weights_
+
 __all__ = ["WIRINGS", "NORMS", "SCALINGS", "SUBLAYERS", "MLP", "SelfAttention", "CrossAttention", "Residual", "Block",
-           "Stack", "build_stack", "SequenceModel", "deepnorm_constants"]
+           "Stack", "build_stack", "make_norm", "seeded"]
 
 WIRINGS = ("plain", "post", "pre", "sandwich", "deepnorm")
 NORMS = ("layernorm", "rmsnorm", "none")
@@ -174,34 +177,17 @@ class Stack(nn.Module):
         return self.final_norm(x)
 
 
-def deepnorm_constants(layers: int) -> tuple[float, float]:
-    """(alpha, beta) for an encoder-only stack of N layers: alpha = (2N)^(1/4), beta = (8N)^(-1/4)
-    (Wang et al. 2022, §4.3; all four architectures are in ``normlab.deepnorm.constants``)."""
-    from . import deepnorm
-
-    return deepnorm.constants("encoder", layers)
+def seeded(seed: int | None):
+    """A context in which torch's global RNG starts at ``seed`` and is restored afterwards, so building
+    a model never moves the notebook's own random stream (None: no reseeding, use the stream as it is)."""
+    return nullcontext() if seed is None else _forked(seed)
 
 
-def init_weights_(model: nn.Module, depth: int, scaling: str = "none", deepnorm_beta: float | None = None) -> None:
-    """Xavier-normal weights, zero biases (Xiong et al. 2020 §3.3 assume Xavier init).
-
-    scaling="gpt2": fc2 / out_proj weights (they write into the residual stream) times 1/sqrt(2N),
-    N = number of blocks, as GPT-2's c_proj init std 0.02/sqrt(2*n_layer) (2 residual layers per block;
-    an MLP-only stack has one per block, so this is a little stronger than GPT-2's 1/sqrt(#residuals)). deepnorm_beta: fc1, fc2, v_proj, out_proj
-    use xavier_normal_(gain=beta), q_proj / k_proj gain 1 (DeepNet §4.3).
-    """
-    for name, module in model.named_modules():
-        if not isinstance(module, nn.Linear):
-            continue
-        leaf = name.rsplit(".", 1)[-1]
-        gain = 1.0
-        if deepnorm_beta is not None and leaf in ("fc1", "fc2", "v_proj", "out_proj"):
-            gain = deepnorm_beta
-        nn.init.xavier_normal_(module.weight, gain=gain)
-        if scaling == "gpt2" and leaf in ("fc2", "out_proj"):
-            with torch.no_grad():
-                module.weight.mul_(1 / math.sqrt(2 * depth))       # std / sqrt(2N)
-        nn.init.zeros_(module.bias)
+@contextmanager
+def _forked(seed: int):
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
 
 
 def build_stack(depth: int, width: int = 64, wiring: str = "pre", norm: str = "layernorm",
@@ -213,7 +199,8 @@ def build_stack(depth: int, width: int = 64, wiring: str = "pre", norm: str = "l
     sublayer="decoder": every layer cross-attends to one fixed N(0, 1) memory of 8 positions.
 
     final_norm=None: a final norm for pre/sandwich (they leave the stream unnormalised), none otherwise.
-    deepnorm: alpha, beta = deepnorm_constants(N) with N = number of residual sublayers' layers.
+    deepnorm: alpha, beta from ``normlab.init.deepnorm_constants`` with N = depth: the encoder(-only)
+    constants, or for sublayer="decoder" (three sublayers per layer) those of an encoder-decoder's decoder.
     """
     if not isinstance(depth, int) or depth < 1:
         raise ValueError(f"depth 应为正整数 (depth must be a positive integer)，实际收到 {depth!r}。")
@@ -223,33 +210,14 @@ def build_stack(depth: int, width: int = 64, wiring: str = "pre", norm: str = "l
     _choice(norm, NORMS, "norm")
     if wiring in ("post", "deepnorm", "sandwich") and norm == "none":
         raise ValueError(f"wiring={wiring!r} 需要一个归一化层 (needs a norm): 请选 'layernorm' 或 'rmsnorm'。")
-    if seed is not None:
-        torch.manual_seed(seed)
-    alpha, beta = deepnorm_constants(depth) if wiring == "deepnorm" else (1.0, None)
-    memory = torch.randn(1, 8, width) if sublayer == "decoder" else None   # stands in for an encoder output
-    blocks = [Block(width, sublayer, heads, causal, act, memory, wiring=wiring, norm=norm, scaling=scaling,
-                    alpha=alpha, layerscale_init=layerscale_init) for _ in range(depth)]
-    if final_norm is None:
-        final_norm = wiring in ("pre", "sandwich")
-    stack = Stack(blocks, make_norm(norm, width) if final_norm else nn.Identity())
-    init_weights_(stack, depth, scaling, beta)
+    arch = "encdec_decoder" if sublayer == "decoder" else "encoder"
+    alpha, beta = deepnorm_constants(arch, depth, depth) if wiring == "deepnorm" else (1.0, None)
+    with seeded(seed):
+        memory = torch.randn(1, 8, width) if sublayer == "decoder" else None   # stands in for an encoder output
+        blocks = [Block(width, sublayer, heads, causal, act, memory, wiring=wiring, norm=norm, scaling=scaling,
+                        alpha=alpha, layerscale_init=layerscale_init) for _ in range(depth)]
+        if final_norm is None:
+            final_norm = wiring in ("pre", "sandwich")
+        stack = Stack(blocks, make_norm(norm, width) if final_norm else nn.Identity())
+        init_weights_(stack, depth, scaling, beta)
     return stack
-
-
-class SequenceModel(nn.Module):
-    """Token + position embeddings -> Stack of Transformer layers -> linear head (per position)."""
-
-    def __init__(self, vocab: int, seq_len: int, depth: int, width: int = 64, wiring: str = "pre",
-                 norm: str = "layernorm", heads: int = 4, causal: bool = False, seed: int | None = 0,
-                 sublayer: str = "transformer", **stack_kwargs) -> None:
-        super().__init__()
-        if seed is not None:
-            torch.manual_seed(seed)
-        self.tok = nn.Embedding(vocab, width)                    # entries ~ N(0, 1)
-        self.pos = nn.Parameter(torch.randn(seq_len, width))     # learned positions, N(0, 1)
-        self.stack = build_stack(depth, width, wiring, norm, sublayer, heads=heads, causal=causal,
-                                 seed=None, **stack_kwargs)
-        self.head = nn.Linear(width, vocab)
-
-    def forward(self, tokens: Tensor) -> Tensor:
-        return self.head(self.stack(self.tok(tokens) + self.pos[: tokens.shape[1]]))

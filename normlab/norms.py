@@ -53,7 +53,31 @@ def _affine(y: Tensor, weight: Tensor | None, bias: Tensor | None, shape: Sequen
     return y
 
 
-class BatchNorm(nn.Module):
+class _NormBase(nn.Module):
+    """What BatchNorm and InstanceNorm share: gamma / beta of size C (``affine``) as parameters, and
+    the running statistics as buffers (``track_running_stats``): saved in the state_dict, moved by
+    ``.to()``, never given a gradient. The names are PyTorch's, so state_dicts load both ways."""
+
+    def __init__(self, num_features: int, eps: float, momentum: float | None, affine: bool,
+                 track_running_stats: bool, device=None, dtype=None) -> None:
+        super().__init__()
+        factory = {"device": device, "dtype": dtype}
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        self.register_parameter("weight", nn.Parameter(torch.ones(num_features, **factory)) if affine else None)  # gamma
+        self.register_parameter("bias", nn.Parameter(torch.zeros(num_features, **factory)) if affine else None)   # beta
+        stats = track_running_stats
+        self.register_buffer("running_mean", torch.zeros(num_features, **factory) if stats else None)
+        self.register_buffer("running_var", torch.ones(num_features, **factory) if stats else None)
+        self.register_buffer("num_batches_tracked",
+                             torch.tensor(0, dtype=torch.long, device=device) if stats else None)
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+                f"track_running_stats={self.track_running_stats}")
+
+
+class BatchNorm(_NormBase):
     r"""Batch normalization (Ioffe & Szegedy 2015) for (N, C), (N, C, L), (N, C, H, W).
 
     Training:  mu_c = mean over (N, *spatial) of x[:, c]
@@ -69,24 +93,7 @@ class BatchNorm(nn.Module):
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = True, track_running_stats: bool = True,
                  device=None, dtype=None) -> None:
-        super().__init__()
-        factory = {"device": device, "dtype": dtype}
-        self.num_features, self.eps, self.momentum = num_features, eps, momentum
-        self.affine, self.track_running_stats = affine, track_running_stats
-        if affine:
-            self.weight = nn.Parameter(torch.ones(num_features, **factory))   # gamma
-            self.bias = nn.Parameter(torch.zeros(num_features, **factory))    # beta
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        if track_running_stats:  # buffers: saved in state_dict, moved by .to(), no gradient
-            self.register_buffer("running_mean", torch.zeros(num_features, **factory))
-            self.register_buffer("running_var", torch.ones(num_features, **factory))
-            self.register_buffer("num_batches_tracked", torch.tensor(0, dtype=torch.long, device=device))
-        else:
-            self.register_buffer("running_mean", None)
-            self.register_buffer("running_var", None)
-            self.register_buffer("num_batches_tracked", None)
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
 
     def forward(self, x: Tensor) -> Tensor:
         x = _as_tensor(x, "BatchNorm")
@@ -122,10 +129,6 @@ class BatchNorm(nn.Module):
         unbiased_var = var * m / (m - 1)                                # Bessel's correction
         self.running_mean.mul_(1 - f).add_(f * mean.to(self.running_mean.dtype))
         self.running_var.mul_(1 - f).add_(f * unbiased_var.to(self.running_var.dtype))
-
-    def extra_repr(self) -> str:
-        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"track_running_stats={self.track_running_stats}")
 
 
 def _shape_tuple(normalized_shape: int | Sequence[int]) -> tuple[int, ...]:
@@ -246,7 +249,7 @@ class GroupNorm(nn.Module):
         return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
 
 
-class InstanceNorm(nn.Module):
+class InstanceNorm(_NormBase):
     r"""Instance normalization (Ulyanov et al. 2016) for (N, C, L) or (N, C, H, W).
 
     Per sample and channel: mu, var over the spatial dims;
@@ -258,24 +261,7 @@ class InstanceNorm(nn.Module):
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = False, track_running_stats: bool = False, device=None, dtype=None) -> None:
-        super().__init__()
-        self.num_features, self.eps, self.momentum = num_features, eps, momentum
-        self.affine, self.track_running_stats = affine, track_running_stats
-        factory = {"device": device, "dtype": dtype}
-        if affine:
-            self.weight = nn.Parameter(torch.ones(num_features, **factory))
-            self.bias = nn.Parameter(torch.zeros(num_features, **factory))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        if track_running_stats:
-            self.register_buffer("running_mean", torch.zeros(num_features, **factory))
-            self.register_buffer("running_var", torch.ones(num_features, **factory))
-            self.register_buffer("num_batches_tracked", torch.tensor(0, dtype=torch.long, device=device))
-        else:
-            self.register_buffer("running_mean", None)
-            self.register_buffer("running_var", None)
-            self.register_buffer("num_batches_tracked", None)
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
 
     def forward(self, x: Tensor) -> Tensor:
         x = _as_tensor(x, "InstanceNorm")
@@ -304,7 +290,3 @@ class InstanceNorm(nn.Module):
             var = self.running_var.to(xc.dtype).reshape(shape)
         y = (xc - mean) / torch.sqrt(var + self.eps)
         return _affine(y, self.weight, self.bias, shape).to(x.dtype)
-
-    def extra_repr(self) -> str:
-        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"track_running_stats={self.track_running_stats}")

@@ -21,17 +21,22 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..viz import Table
+
 NORMS = ("batchnorm", "layernorm", "rmsnorm")
-TRANSFORMS = ("W rescale", "W recenter", "W-vector rescale", "dataset rescale", "dataset recenter",
-              "single-case rescale")
+TRANSFORMS = ("w_rescale", "w_recenter", "w_vector_rescale", "dataset_rescale", "dataset_recenter",
+              "single_case_rescale")
+# The column names of Ba et al. 2016 Table 1, for display.
+PAPER_COLUMNS = dict(zip(TRANSFORMS, ("W rescale", "W recenter", "W-vector rescale", "dataset rescale",
+                                      "dataset recenter", "single-case rescale")))
 # One vocabulary for lessons 03 and 04: the papers' name, in Chinese, and what it does.
 LABELS = {
-    "W rescale": "权重矩阵缩放 W → 3W",
-    "W recenter": "权重矩阵平移 W → W + 1vᵀ（每个样本的 h 各加一个常数）",
-    "W-vector rescale": "权重向量缩放 W₀ → 3W₀（所有样本的特征 h₀ 乘 3）",
-    "dataset rescale": "数据集缩放 x → 3x（所有样本乘同一个标量）",
-    "dataset recenter": "数据集平移 x → x + c（所有样本加同一个向量）",
-    "single-case rescale": "单个样本缩放 x₀ → 3x₀",
+    "w_rescale": "权重矩阵缩放 W → 3W",
+    "w_recenter": "权重矩阵平移 W → W + 1vᵀ（每个样本的 h 各加一个常数）",
+    "w_vector_rescale": "权重向量缩放 W₀ → 3W₀（所有样本的特征 h₀ 乘 3）",
+    "dataset_rescale": "数据集缩放 x → 3x（所有样本乘同一个标量）",
+    "dataset_recenter": "数据集平移 x → x + c（所有样本加同一个向量）",
+    "single_case_rescale": "单个样本缩放 x₀ → 3x₀",
 }
 NAMES = {"batchnorm": "BatchNorm", "layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}
 # The papers' Table 1 (1 = invariant), columns in TRANSFORMS order: BatchNorm and LayerNorm from
@@ -53,20 +58,20 @@ def normalise(h: Tensor, norm: str) -> Tensor:
 
 def transformed(W: Tensor, x: Tensor, name: str, g: torch.Generator) -> tuple[Tensor, Tensor]:
     W, x = W.clone(), x.clone()
-    if name == "W rescale":
+    if name == "w_rescale":
         W = 3 * W
-    elif name == "W recenter":
+    elif name == "w_recenter":
         W = W + torch.randn(1, W.shape[1], generator=g, dtype=W.dtype)
-    elif name == "W-vector rescale":
+    elif name == "w_vector_rescale":
         W[0] *= 3
-    elif name == "dataset rescale":
+    elif name == "dataset_rescale":
         x = 3 * x
-    elif name == "dataset recenter":
+    elif name == "dataset_recenter":
         x = x + torch.randn(1, x.shape[1], generator=g, dtype=x.dtype)
-    elif name == "single-case rescale":
+    elif name == "single_case_rescale":
         x[0] *= 3
     else:
-        raise ValueError(name)
+        raise ValueError(f"未知的变换 (unknown transformation) {name!r}：可选 {TRANSFORMS}")
     return W, x
 
 
@@ -91,9 +96,7 @@ def pattern(measured: dict[tuple[str, str], float], tol: float = TOLERANCE) -> d
 
 def table(measured: dict[tuple[str, str], float], tol: float = TOLERANCE):
     """The measured table, one row per transformation: ✓ invariant / ✗ not, with max |change|."""
-    from .viz import Table
-
     mark = lambda d: f"✓ ({d:.0e})" if d < tol else f"✗ ({d:.2f})"
-    rows = [[LABELS[t], t] + [mark(measured[(n, t)]) for n in NORMS] for t in TRANSFORMS]
+    rows = [[LABELS[t], PAPER_COLUMNS[t]] + [mark(measured[(n, t)]) for n in NORMS] for t in TRANSFORMS]
     return Table(rows, ["变换 transformation", "论文表 1 的列", *(NAMES[n] for n in NORMS)],
                  title=f"y = Norm(Wx)，float64，ε = 0：✓ = 所有输出不变（max |Δy| < {tol:.0e}），括号里是 max |Δy|")

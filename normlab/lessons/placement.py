@@ -1,4 +1,4 @@
-"""Measurements for the placement lesson (notebook 06): Xiong et al. 2020 at small scale, and
+"""Lesson 06 (placement): measurements: Xiong et al. 2020 at small scale, and
 "does Pre-Norm add width instead of depth?".
 
     ffn_grads(wiring, depth)    per layer ||dL/dW2|| of the FFN's second matrix (fc2) at initialisation,
@@ -6,49 +6,32 @@
     layer_similarity(model, x)  cos(h_{l-1}, h_l) and ||h_l - h_{l-1}|| / ||h_{l-1}|| per layer
     parallel_pair_loss(...)     the loss when layers l and l+1 both read h_{l-1} (one wider layer)
     skip_layer_loss(...)        the loss with layer l removed (any wiring)
-    one_thread()                a context: torch on one thread (tiny matrices; no result depends on the cores)
     MODELS                      which norm each model uses and where, each row with the source it was read in
     record_ranges(keys, labels) the sweep record's min / median / max of each key (a note when there is none yet)
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from . import probes
-from .blocks import SequenceModel
-from .tasks import Task
+from .. import probes
+from ..data import Task
+from ..models import SequenceModel
+from ..record import ranges, recorded
+from ..train import one_thread
 
-__all__ = ["ffn_grads", "layer_similarity", "parallel_pair_loss", "skip_layer_loss", "sequence_loss", "one_thread",
+__all__ = ["ffn_grads", "layer_similarity", "parallel_pair_loss", "skip_layer_loss", "sequence_loss",
            "ModelNorm", "MODELS", "record_ranges"]
-
-
-@contextmanager
-def one_thread() -> Iterator[None]:
-    """Run torch on one thread inside the block, then restore the thread count.
-
-    The lesson's models are tiny (width 32-64): a second OpenMP thread buys nothing, and on a busy
-    2-core machine its spin-waiting made the same cell many times slower. One thread also makes the
-    numbers the same whatever the learner's core count."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def record_ranges(keys: Sequence[str], labels: Sequence[str] | None = None, notebook: str = "06_placement"):
     """``normlab.record.ranges`` over the committed sweep record, or a one-line note when the record
     (or a key) is missing: the sweep itself runs the notebook before there is a record to show."""
-    from .record import ranges, recorded
-
     try:
         rec = recorded(notebook)
     except FileNotFoundError:
@@ -105,14 +88,13 @@ def parallel_pair_loss(model: SequenceModel, x: Tensor, y: Tensor, l: int) -> fl
         raise ValueError("parallel_pair_loss 只对 Pre-Norm 有意义 (only defined for Pre-Norm: block(h) = h + D(h))。")
     if not 0 <= l < len(blocks) - 1:
         raise ValueError(f"l 应在 0..{len(blocks) - 2} 之间 (l must index a layer with a successor)，实际 {l}。")
-    h = model.tok(x) + model.pos[: x.shape[1]]
+    h = model.embed(x)
     for i, block in enumerate(blocks):
         if i == l:
             h = block(h) + blocks[l + 1](h) - h          # h + D_l(h) + D_{l+1}(h)
         elif i != l + 1:
             h = block(h)
-    logits = model.head(model.stack.final_norm(h))
-    return F.cross_entropy(logits.flatten(0, 1), y.flatten()).item()
+    return _head_loss(model, h, y)
 
 
 @torch.no_grad()
@@ -121,10 +103,15 @@ def skip_layer_loss(model: SequenceModel, x: Tensor, y: Tensor, l: int) -> float
     blocks = model.stack.blocks
     if not 0 <= l < len(blocks):
         raise ValueError(f"l 应在 0..{len(blocks) - 1} 之间 (l must index a layer)，实际 {l}。")
-    h = model.tok(x) + model.pos[: x.shape[1]]
+    h = model.embed(x)
     for i, block in enumerate(blocks):
         if i != l:
             h = block(h)
+    return _head_loss(model, h, y)
+
+
+def _head_loss(model: SequenceModel, h: Tensor, y: Tensor) -> float:
+    """The loss of a stream h that has passed the blocks: final norm, head, cross-entropy."""
     logits = model.head(model.stack.final_norm(h))
     return F.cross_entropy(logits.flatten(0, 1), y.flatten()).item()
 

@@ -1,4 +1,4 @@
-"""How a normalization layer computes its variance, and where eps goes: the numerics.
+"""Lesson 03 (LayerNorm): how a normalization layer computes its variance — the numerics.
 
 Three ways to get Var[x] over the last dim. Each runs like a naive single-thread kernel:
 one element at a time, every running sum and every intermediate rounded to ``dtype`` (the
@@ -11,8 +11,9 @@ for half inputs, which would hide part of the effect.)
                (Welford 1962; PyTorch's CPU kernels merge such partial results with
                ``AddMoments`` in aten/src/ATen/native/cpu/moments_utils.h)
 
-and LayerNorm with eps inside the root (PyTorch, Ba et al. 2016) or outside it
-((x - mu)/(std + eps), as some hand-written versions do).
+and ``layer_norm`` with eps inside the root (PyTorch, Ba et al. 2016) and a chosen variance method. The
+other places eps goes ((x - mu)/(std + eps), ...) are formulas in ``normlab.variants``. The invariance
+table of lessons 03 and 04 is ``normlab.lessons.invariance``.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["running_mean", "variance_one_pass", "variance_two_pass", "variance_welford", "VARIANCE_METHODS",
-           "layer_norm", "layer_norm_eps_outside", "representable", "eps_changes_var"]
+__all__ = ["sequential_mean", "variance_one_pass", "variance_two_pass", "variance_welford", "VARIANCE_METHODS",
+           "METHOD_LABELS", "layer_norm", "representable", "eps_changes_var"]
 
 
 def _prepare(x: Tensor, dtype: torch.dtype | None, who: str) -> Tensor:
@@ -34,7 +35,7 @@ def _prepare(x: Tensor, dtype: torch.dtype | None, who: str) -> Tensor:
     return x.to(dtype or x.dtype)
 
 
-def running_mean(v: Tensor) -> Tensor:
+def sequential_mean(v: Tensor) -> Tensor:
     """Mean over the last dim with a running sum s += v_k, rounded to v.dtype at every step."""
     s = torch.zeros(v.shape[:-1], dtype=v.dtype)
     for k in range(v.shape[-1]):
@@ -45,17 +46,17 @@ def running_mean(v: Tensor) -> Tensor:
 def variance_one_pass(x: Tensor, dtype: torch.dtype | None = None) -> Tensor:
     """Var = E[x^2] - E[x]^2 over the last dim, computed in ``dtype`` (biased)."""
     x = _prepare(x, dtype, "variance_one_pass")
-    mean_sq = running_mean(x * x)           # E[x^2]
-    mean = running_mean(x)                  # E[x]
+    mean_sq = sequential_mean(x * x)           # E[x^2]
+    mean = sequential_mean(x)                  # E[x]
     return mean_sq - mean * mean            # E[x^2] - E[x]^2: two big, nearly equal numbers
 
 
 def variance_two_pass(x: Tensor, dtype: torch.dtype | None = None) -> Tensor:
     """Var = E[(x - E[x])^2] over the last dim, computed in ``dtype`` (biased)."""
     x = _prepare(x, dtype, "variance_two_pass")
-    mean = running_mean(x).unsqueeze(-1)    # pass 1: E[x]
+    mean = sequential_mean(x).unsqueeze(-1)    # pass 1: E[x]
     d = x - mean
-    return running_mean(d * d)              # pass 2: E[(x - E[x])^2]
+    return sequential_mean(d * d)              # pass 2: E[(x - E[x])^2]
 
 
 def variance_welford(x: Tensor, dtype: torch.dtype | None = None) -> Tensor:
@@ -71,9 +72,8 @@ def variance_welford(x: Tensor, dtype: torch.dtype | None = None) -> Tensor:
     return m2 / x.shape[-1]                 # biased: M2 / n
 
 
-VARIANCE_METHODS = {"one-pass E[x²]−E[x]²": variance_one_pass,
-                    "two-pass E[(x−μ)²]": variance_two_pass,
-                    "Welford": variance_welford}
+VARIANCE_METHODS = {"one_pass": variance_one_pass, "two_pass": variance_two_pass, "welford": variance_welford}
+METHOD_LABELS = {"one_pass": "one-pass E[x²]−E[x]²", "two_pass": "two-pass E[(x−μ)²]", "welford": "Welford"}
 
 
 def layer_norm(x: Tensor, eps: float = 1e-5, dtype: torch.dtype | None = None,
@@ -83,14 +83,6 @@ def layer_norm(x: Tensor, eps: float = 1e-5, dtype: torch.dtype | None = None,
     mu = xd.mean(dim=-1, keepdim=True)
     var = variance(xd).unsqueeze(-1)
     return (xd - mu) / torch.sqrt(var + torch.tensor(eps, dtype=xd.dtype))   # eps inside the root
-
-
-def layer_norm_eps_outside(x: Tensor, eps: float = 1e-5, dtype: torch.dtype | None = None) -> Tensor:
-    """(x - mu) / (std + eps): eps outside the root, as in several hand-written LayerNorms."""
-    xd = _prepare(x, dtype, "layer_norm_eps_outside")
-    mu = xd.mean(dim=-1, keepdim=True)
-    std = torch.sqrt(variance_two_pass(xd)).unsqueeze(-1)
-    return (xd - mu) / (std + torch.tensor(eps, dtype=xd.dtype))
 
 
 def representable(value: float, dtype: torch.dtype) -> float:

@@ -1,21 +1,17 @@
-"""Machinery for the BatchNorm lesson (notebook 02): momentum conventions, the d2l-style mode
-bug reproduced, small digits networks with BN / GroupNorm / no norm, a training loop that can
-record Karpathy's update:data ratios, and the pieces of Santurkar et al.'s "noisy BN" experiment
-(``NoisyShift``, ``InputDrift``).
+"""Lesson 02 (BatchNorm): momentum conventions, the d2l-style mode bug reproduced, small digits
+networks with BN / GroupNorm / LayerNorm / no norm, the pieces of Santurkar et al.'s "noisy BN"
+experiment (``NoisyShift``, ``InputDrift``), and BN folded into the previous Linear for inference.
 
-Data: ``normlab.residuals.digits`` (scikit-learn's load_digits, shipped inside the package).
+Data: ``normlab.data.digits``; the loop (with Karpathy's update:data ratios): ``normlab.train.train``;
+synchronised BN across two processes: ``normlab.lessons.sync_bn``.
 """
 
 from __future__ import annotations
 
-import copy
-
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
-from tqdm.auto import tqdm
 
-from . import norms
+from .. import norms
 
 CONVENTIONS = {
     # name: (how the library writes the update, the equivalent PyTorch momentum for a given m)
@@ -150,53 +146,12 @@ def mlp(norm: str = "none", depth: int = 4, width: int = 64, act: str = "tanh", 
     return nn.Sequential(*layers, nn.Linear(d, 10))
 
 
-def train(model: nn.Module, x: Tensor, y: Tensor, steps: int, batch: int, opt: str = "sgd", lr: float = 0.1,
-          seed: int = 0, desc: str = "train", ratios: list | None = None, threads: int | None = 1) -> list[float]:
-    """Mini-batch training (SGD or Adam) with a progress bar; returns the loss of every step.
-
-    ``ratios``: a list to append, at every step, Karpathy's update:data ratio of each weight matrix
-    (parameters with 2+ dims, in model order): std(W_after - W_before) / std(W_before).
-
-    ``threads``: torch's intra-op threads for the loop (restored afterwards; None leaves them alone).
-    Default 1: the lessons' models are tiny (64-wide layers), so a second OpenMP thread only adds
-    synchronisation, and when anything else uses the cores its spin-waiting makes a run many times
-    slower (measured on 2 cores: 300 steps of 02's MLP 0.22 s with 1 thread, 0.4-1.6 s with 2 threads
-    and OMP_WAIT_POLICY=PASSIVE, 22 s with 2 threads and the default policy; no subnormal floats
-    anywhere). One thread also makes a trained number the same whatever torch's thread count.
-    """
-    if threads is None:
-        return _train(model, x, y, steps, batch, opt, lr, seed, desc, ratios)
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        return _train(model, x, y, steps, batch, opt, lr, seed, desc, ratios)
-    finally:
-        torch.set_num_threads(previous)
-
-
-def _train(model: nn.Module, x: Tensor, y: Tensor, steps: int, batch: int, opt: str, lr: float, seed: int,
-           desc: str, ratios: list | None) -> list[float]:
-    optimizer = (torch.optim.SGD if opt == "sgd" else torch.optim.Adam)(model.parameters(), lr=lr)
-    g = torch.Generator().manual_seed(seed)
-    weights = [p for p in model.parameters() if p.dim() >= 2] if ratios is not None else []
-    model.train()
-    losses = []
-    for _ in tqdm(range(steps), desc=desc, leave=False):
-        idx = torch.randint(0, len(y), (batch,), generator=g)
-        loss = F.cross_entropy(model(x[idx]), y[idx])
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        before = [w.detach().clone() for w in weights]
-        optimizer.step()
-        if ratios is not None:
-            ratios.append([((w.detach() - b).std() / b.std()).item() for w, b in zip(weights, before)])
-        losses.append(loss.item())
-    return losses
-
-
-@torch.no_grad()
-def accuracy(model: nn.Module, x: Tensor, y: Tensor, mode: str = "eval") -> float:
-    """Test accuracy in eval mode (running stats), or in train mode on this batch's statistics
-    (on a copy, so the real running stats are not touched)."""
-    m = copy.deepcopy(model).train() if mode == "train" else model.eval()
-    return (m(x).argmax(-1) == y).float().mean().item()
+def fold_batchnorm(linear: nn.Linear, bn: nn.BatchNorm1d) -> nn.Linear:
+    """A Linear followed by an eval-mode BN, as one Linear (what inference engines do):
+    W' = s W, b' = s (b - mu) + beta, with s = gamma / sqrt(running_var + eps)."""
+    s = bn.weight / torch.sqrt(bn.running_var + bn.eps)
+    fused = nn.Linear(linear.in_features, linear.out_features)
+    with torch.no_grad():
+        fused.weight.copy_(s[:, None] * linear.weight)
+        fused.bias.copy_(s * (linear.bias - bn.running_mean) + bn.bias)
+    return fused

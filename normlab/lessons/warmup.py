@@ -1,12 +1,14 @@
-"""The warm-up experiment: train Post-LN with and without learning-rate warm-up, and Pre-LN.
+"""Lesson 06 (placement): the warm-up experiment — train Post-LN with and without learning-rate
+warm-up, and Pre-LN.
 
-    .venv/bin/python -m normlab.warmup             # the notebook's settings, 3 seeds, as a table
-    .venv/bin/python -m normlab.warmup --full      # twice the steps, 3 seeds
+    .venv/bin/python -m normlab.lessons.warmup             # the notebook's settings, 3 seeds, as a table
+    .venv/bin/python -m normlab.lessons.warmup --full      # twice the steps, 3 seeds
 
 ``seed_table()`` shows the notebook's numbers for every seed the sweep ran, read from the
 committed record (normlab/records/06_placement.json), so the lesson's seed table is measured, not typed.
 
-Schedule (Xiong et al. 2020, §3.2, Eq. 1 style): lr(t) = lr_max * min(1, t / T_warmup), then constant.
+Schedule (Xiong et al. 2020, §3.2, Eq. 1 style): lr(t) = lr_max * min(1, t / T_warmup), then constant
+(``normlab.train.warmup_lr``; the loop is ``normlab.train.train``).
 """
 
 from __future__ import annotations
@@ -14,65 +16,52 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 
-import torch
-import torch.nn.functional as F
-from tqdm.auto import tqdm
+from ..data import Task, make_task
+from ..models import SequenceModel
+from ..record import recorded
+from ..train import History, train
+from ..viz import Table
 
-from .blocks import SequenceModel
-from .tasks import Task, make_task
-from .viz import Table
-
-__all__ = ["warmup_lr", "Run", "train", "experiment", "SETTINGS", "seed_table", "NEVER"]
-
-
-def warmup_lr(step: int, lr_max: float, warmup: int) -> float:
-    """lr(t) = lr_max * min(1, (t+1) / T_warmup); T_warmup = 0 means no warm-up."""
-    return lr_max if warmup <= 0 else lr_max * min(1.0, (step + 1) / warmup)
+__all__ = ["Run", "run", "experiment", "SETTINGS", "seed_table", "NEVER"]
 
 
 @dataclass
 class Run:
-    """One training run: its label, settings and the loss after every step."""
+    """One training run: its label, settings, what the loop recorded, and the trained model."""
 
     label: str
     wiring: str
     warmup: int
     seed: int
-    losses: list[float] = field(default_factory=list)
-    lrs: list[float] = field(default_factory=list)
+    history: History = field(default_factory=History)
     model: SequenceModel | None = field(default=None, repr=False)
+
+    @property
+    def losses(self) -> list[float]:
+        return self.history.losses
+
+    @property
+    def lrs(self) -> list[float]:
+        return self.history.lrs
 
     def final(self, last: int = 20, at: int | None = None) -> float:
         """Mean loss over the last ``last`` steps before step ``at`` (default: the end of the run)."""
-        tail = self.losses[:at][-last:]
-        return sum(tail) / len(tail)
+        return self.history.final(last, at)
 
     def steps_to(self, threshold: float = 0.5, within: int | None = None) -> int | None:
         """First step whose loss is below ``threshold`` (None: never within the first ``within`` steps)."""
         return next((t for t, v in enumerate(self.losses[:within]) if v < threshold), None)
 
 
-def train(task: Task, wiring: str, warmup: int, steps: int, lr: float, depth: int, width: int,
-          batch: int = 64, seed: int = 0, label: str | None = None, progress: bool = True) -> Run:
-    """Adam (betas 0.9, 0.98 as in Vaswani et al. 2017), cross-entropy on every position."""
+def run(task: Task, wiring: str, warmup: int, steps: int, lr: float, depth: int, width: int,
+        batch: int = 64, seed: int = 0, label: str | None = None, progress: bool = True) -> Run:
+    """Adam (betas 0.9, 0.98 as in Vaswani et al. 2017), cross-entropy on every position; the
+    batches come from seed 1000 + seed (the model's weights from ``seed``)."""
     model = SequenceModel(task.vocab, task.seq_len, depth, width, wiring=wiring, seed=seed)
-    opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98))
-    gen = torch.Generator().manual_seed(1000 + seed)
-    run = Run(label or f"{wiring}, warmup={warmup}", wiring, warmup, seed, model=model)
-    bar = tqdm(range(steps), desc=run.label, leave=False, disable=not progress)
-    for step in bar:
-        for g in opt.param_groups:
-            g["lr"] = warmup_lr(step, lr, warmup)
-        x, y = task.batch(batch, gen)
-        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        run.losses.append(loss.item())
-        run.lrs.append(opt.param_groups[0]["lr"])
-        if step % 20 == 0:
-            bar.set_postfix(loss=f"{loss.item():.3f}")
-    return run
+    label = label or f"{wiring}, warmup={warmup}"
+    history = train(model, task, steps, batch=batch, lr=lr, betas=(0.9, 0.98), warmup=warmup, seed=1000 + seed,
+                    desc=label, progress=progress)
+    return Run(label, wiring, warmup, seed, history, model)
 
 
 SETTINGS = {  # the notebook's small version and the command line's --full version
@@ -90,16 +79,12 @@ def experiment(size: str = "small", seeds: tuple[int, ...] = (0,), progress: boo
     s = SETTINGS[size]
     task = make_task(s["task"], s["vocab"], s["seq_len"])
     common = dict(steps=s["steps"], lr=s["lr"], depth=s["depth"], width=s["width"], batch=s["batch"], progress=progress)
-    runs, threads = [], torch.get_num_threads()
-    torch.set_num_threads(1)          # tiny matrices: one thread is faster, and no result depends on the core count
-    try:
-        for seed in seeds:
-            runs.append(train(task, "post", 0, seed=seed, label="Post-LN 无预热 (no warm-up)",
-                              **(common | ({"steps": post_no_steps} if post_no_steps else {}))))
-            runs.append(train(task, "post", s["warmup"], seed=seed, label="Post-LN 有预热 (warm-up)", **common))
-            runs.append(train(task, "pre", 0, seed=seed, label="Pre-LN 无预热 (no warm-up)", **common))
-    finally:
-        torch.set_num_threads(threads)
+    runs = []                         # each run on one torch thread (normlab.train): no result depends on the cores
+    for seed in seeds:
+        runs.append(run(task, "post", 0, seed=seed, label="Post-LN 无预热 (no warm-up)",
+                        **(common | ({"steps": post_no_steps} if post_no_steps else {}))))
+        runs.append(run(task, "post", s["warmup"], seed=seed, label="Post-LN 有预热 (warm-up)", **common))
+        runs.append(run(task, "pre", 0, seed=seed, label="Pre-LN 无预热 (no warm-up)", **common))
     return runs
 
 
@@ -109,8 +94,6 @@ NEVER = 10 ** 6   # recorded as "steps to reach the threshold" when a run never 
 def seed_table(notebook: str = "06_placement", keys: dict[str, str] | None = None):
     """One row per seed of the committed sweep record: each key's value, or its range over the
     thread counts when they differ (the warm-up runs use one thread, so they normally agree)."""
-    from .record import recorded
-
     keys = keys or {"warmup.post_no.final200": "Post-LN 无预热 200 步", "warmup.post_no.final400": "Post-LN 无预热 400 步",
                     "warmup.post_no.steps_to_0.5": "Post-LN 无预热 400 步内首次 <0.5",
                     "warmup.post_wu.final200": "Post-LN 有预热 200 步", "warmup.pre_no.final200": "Pre-LN 无预热 200 步"}

@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .blocks import SelfAttention
+from ..blocks import SelfAttention
+from ..variants import power_norm_source_c
 
 
 class ScaleNorm(nn.Module):
@@ -100,8 +101,7 @@ class PowerNormSourceC(nn.Module):
         self.p, self.eps = p, eps
 
     def forward(self, x: Tensor) -> Tensor:
-        norm = x.abs().pow(self.p).mean(-1, keepdim=True).pow(1 / self.p) + self.eps
-        return x / norm * self.weight + self.bias
+        return power_norm_source_c(x, self.p, self.eps) * self.weight + self.bias
 
 
 QK_NORMS = ("none", "head_rms", "full_rms", "head_ln")
