@@ -15,8 +15,9 @@
     python3 run.py freeze [--python 3.13] # (maintainers) 把该环境的精确版本写进 requirements-tested*.txt
     python3 run.py sweep                  # (maintainers) seeds x threads over every notebook -> normlab/records/
 
-Every command creates the virtual environment in .venv/ at the repository root when it is missing
-(or when pyproject.toml / the requirements-tested file of this Python changed since it was made).
+Every command first makes sure the virtual environment exists: .venv/ at the repository root
+(build/venvs/py3.N/ with --python 3.N), created when it is missing and reinstalled when
+pyproject.toml or the requirements-tested file of its Python changed since it was made.
 Nothing else needs to be installed by hand. Only the standard library is used here, so this
 file runs with any Python 3.11+ before the environment exists.
 """
@@ -300,8 +301,9 @@ CHROMIUM = Path("/usr/bin/chromium")
 
 def ensure_browser() -> None:
     """Debian's Chromium and a CJK font for the real-browser tests (Playwright never downloads one).
-    Installed with apt-get when running as root on Debian/Ubuntu (CI); otherwise those tests skip.
-    NORMLAB_NO_BROWSER=1 leaves the machine as it is (a shared development machine): they skip."""
+    Installed with apt-get when running as root on Debian/Ubuntu (CI); otherwise those tests skip
+    (where CI is set they fail instead). NORMLAB_NO_BROWSER=1 leaves the machine as it is (a shared
+    development machine): they skip."""
     if CHROMIUM.exists() or not sys.platform.startswith("linux") or os.environ.get("NORMLAB_NO_BROWSER"):
         return
     if shutil.which("apt-get") and hasattr(os, "geteuid") and os.geteuid() == 0:
@@ -403,7 +405,7 @@ def cmd_course(args: list[str]) -> int:
     cmd += args
     # No OMP_WAIT_POLICY here: alone (a learner's usual case) the default is fastest (05: 23 s, against
     # 50 s with PASSIVE). Under contention spin-waits cost far more (60 steps of 01: 99 s vs 1.5 s), so
-    # the lessons' small training loops run on one torch thread instead (normlab.bn_lab.train).
+    # the lessons' small training loops run on one torch thread instead (normlab.train, threads=1).
     if IS_WINDOWS:
         return run(cmd)
     os.chdir(ROOT)

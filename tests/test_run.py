@@ -34,6 +34,28 @@ def runpy():
     return load_run()
 
 
+def files_under(folder: Path) -> list[tuple[str, int]] | None:
+    if not folder.exists():
+        return None
+    return sorted((str(p.relative_to(folder)), p.stat().st_mtime_ns) for p in folder.rglob("*") if p.is_file())
+
+
+@pytest.fixture(autouse=True)
+def checkout_workspace_untouched(tmp_path, monkeypatch):
+    """The checkout's workspace/ holds a learner's answers: every test here points run.py at a
+    temporary one (NORMLAB_WORKSPACE), and fails if the real one changed all the same."""
+    monkeypatch.setenv("NORMLAB_WORKSPACE", str(tmp_path / "learner-workspace"))
+    before = files_under(ROOT / "workspace")
+    yield
+    assert files_under(ROOT / "workspace") == before, "a test wrote into the checkout's workspace/"
+
+
+def test_workspace_folder_follows_normlab_workspace(runpy, tmp_path, monkeypatch):
+    assert runpy.workspace_dir() == tmp_path / "learner-workspace"
+    monkeypatch.delenv("NORMLAB_WORKSPACE")
+    assert runpy.workspace_dir() == ROOT / "workspace"        # a learner's default (only named, never written)
+
+
 def test_course_command_serves_the_first_notebook_from_workspace(tmp_path):
     workspace = tmp_path / "ws"   # never the checkout's own workspace/, where a learner's answers live
     port, token = free_port(), secrets.token_hex(8)
