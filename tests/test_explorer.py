@@ -1,7 +1,10 @@
 """The axes explorer's groups against the real reductions of torch.nn and normlab.norms.
 
-References used here, none of them the explorer's own machinery:
+The explorer takes its groups from a hand-typed reduction table (the torch line its panel shows).
+References used here, none of them that table:
 - finite differences on torch.nn modules (perturb one input, see which outputs move);
+- the Jacobian of the real layers, normlab.norms and torch.nn (``dependence_groups``, which knows
+  nothing about norms or axes);
 - the statistics torch.nn actually uses, recovered from its output;
 - group counts worked out by hand for one shape.
 """
@@ -17,7 +20,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from normlab import explorer as ex  # noqa: E402
+from normlab.widgets import explorer as ex  # noqa: E402
+from normlab.widgets.dependence import dependence_groups  # noqa: E402
 from normlab import viz  # noqa: E402
 
 viz.use_style(quiet=True)  # the course style with its CJK font, as normlab.setup() sets in notebooks
@@ -27,7 +31,7 @@ CASES = [(norm, layout, shape) for layout in ex.LAYOUTS for shape in SHAPES[layo
 
 
 def torch_layer(norm: str, layout: str, shape, g: int = 2):
-    """torch.nn layer for each norm, written out here independently of normlab.explorer."""
+    """torch.nn layer for each norm, written out here independently of normlab.widgets."""
     to_cf = (lambda x: x) if layout == "image" else (lambda x: x.transpose(1, 2))  # channel first
     ch = shape[1] if layout == "image" else shape[2]
     dims = len(shape) - 2
@@ -74,11 +78,14 @@ def partition(ids: torch.Tensor) -> set[frozenset[int]]:
 
 @pytest.mark.parametrize("norm,layout,shape", CASES)
 def test_groups_equal_the_real_reductions(norm, layout, shape):
-    ids = ex.groups(norm, shape, layout)                      # from normlab.norms' Jacobian
+    ids = ex.groups(norm, shape, layout)                      # from the reduction table (the panel's torch line)
     expected = perturbation_partition(torch_layer(norm, layout, shape), shape)   # torch.nn, no autograd
     assert partition(ids) == expected
-    assert partition(ex.groups(norm, shape, layout, impl="torch")) == expected
-    assert partition(ex.stat_slots(norm, shape, layout)) == expected            # the panel's torch line
+    for impl in ("normlab", "torch"):                         # the Jacobian of the real layers
+        jacobian = dependence_groups(ex.normalizer(norm, layout, shape, impl=impl, dtype=torch.float64), shape)
+        assert partition(jacobian) == expected
+        assert torch.equal(jacobian, ids)                     # the same ids, not only the same partition
+        assert torch.equal(ex.groups(norm, shape, layout, impl=impl), ids)
 
 
 @pytest.mark.parametrize("layout,shape,g", [("image", (2, 6, 2, 2), 3), ("image", (2, 6, 2, 2), 6),
@@ -86,7 +93,7 @@ def test_groups_equal_the_real_reductions(norm, layout, shape):
 def test_groupnorm_groups_for_other_group_counts(layout, shape, g):
     expected = perturbation_partition(torch_layer("groupnorm", layout, shape, g), shape)
     assert partition(ex.groups("groupnorm", shape, layout, num_groups=g)) == expected
-    assert partition(ex.stat_slots("groupnorm", shape, layout, num_groups=g)) == expected
+    assert partition(ex.groups("groupnorm", shape, layout, num_groups=g, impl="normlab")) == expected
 
 
 def test_group_counts_worked_out_by_hand():

@@ -4,7 +4,8 @@ import pytest
 import torch
 
 import normlab
-from normlab import blocks, gradflow, probes
+from normlab import blocks, probes
+from normlab.widgets import gradflow
 
 normlab.setup()   # the CJK font, as in the notebooks
 

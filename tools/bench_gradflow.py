@@ -32,7 +32,7 @@ import torch  # noqa: E402
 matplotlib.use("Agg")
 
 import normlab  # noqa: E402
-from normlab import gradflow  # noqa: E402
+from normlab.widgets import gradflow  # noqa: E402
 from normlab.viz import Table  # noqa: E402
 
 INTERACTIONS = {

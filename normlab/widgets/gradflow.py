@@ -18,11 +18,10 @@ import torch
 import numpy as np
 import PIL.Image
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.layout_engine import PlaceHolderLayoutEngine
 from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, LogLocator, NullLocator
 
-from . import blocks, probes
+from .. import blocks, probes
+from .lazy import LazyWidget, error_html, fixed_figure
 
 __all__ = ["DEFAULTS", "Curves", "curves", "GradFlow", "static_figure", "LABELS"]
 
@@ -84,7 +83,7 @@ def _describe(st: dict, c: Curves) -> str:
             f"||∂L/∂h_1|| / ||∂L/∂h_N|| = {c.grad_ratio:.3g}")
 
 
-class GradFlow:
+class GradFlow(LazyWidget):
     """Per-layer activation std and gradient norm (log scale) for a stack you configure.
 
     The grey dashed lines are the previous setting, so a change shows as a difference. The line
@@ -97,10 +96,8 @@ class GradFlow:
 
     def __init__(self, dpi: int = 80, **settings) -> None:
         self.state = DEFAULTS | settings
-        self.fig = Figure(figsize=(10, 3.3), dpi=dpi)
+        self.fig = fixed_figure((10, 3.3), dpi)
         self._canvas = FigureCanvasAgg(self.fig)
-        # a fixed layout: the style's constrained layout would re-run (~120 ms) on every redraw
-        self.fig.set_layout_engine(PlaceHolderLayoutEngine(adjust_compatible=True, colorbar_gridspec=False))
         self.fig.subplots_adjust(left=0.08, right=0.98, bottom=0.26, top=0.9, wspace=0.22)
         self.ax_act, self.ax_grad = self.fig.subplots(1, 2)
         for ax, title in ((self.ax_act, "激活的标准差 activation std"),
@@ -124,7 +121,6 @@ class GradFlow:
             artist.set_animated(True)             # left out of the background, drawn on every update
         self._background = None
         self.curves: Curves | None = None
-        self._widget = None
         self.update()
 
     def caption(self) -> str:
@@ -144,7 +140,7 @@ class GradFlow:
         self._act.set_data(layers, c.act_std)
         self._grad.set_data(layers, c.grad_norm)
         self._rescale()
-        if self._widget is not None:
+        if self.shown:
             self._image.value = self.png()
             self._caption.value = f"<b>{html.escape(self.caption())}</b>"
             self._status.value = ""
@@ -188,16 +184,6 @@ class GradFlow:
         return buf.getvalue()
 
     # --- ipywidgets wiring (thin: all logic is in update/curves)
-    @property
-    def widget(self):
-        if self._widget is None:
-            self._widget = self._build()
-        return self._widget
-
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
-        display(self.widget)
-
     def _build(self):
         import ipywidgets as w
         st, style = self.state, {"description_width": "80px"}
@@ -218,7 +204,7 @@ class GradFlow:
             try:
                 self.update(**{k: c.value for k, c in controls.items()})
             except ValueError as err:            # e.g. Post-Norm without a norm: say why, keep going
-                self._status.value = f"<div style='color:#b00020;font-size:14px'>{html.escape(str(err))}</div>"
+                self._status.value = error_html(err)
 
         for c in controls.values():
             c.observe(on_change, names="value")
