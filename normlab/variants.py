@@ -26,6 +26,8 @@ Batch statistics:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor
 
@@ -95,10 +97,12 @@ def rms_upcast_then_weight(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tens
 
 # --- LayerNorm ----------------------------------------------------------------------------------
 
-def layer_norm(x: Tensor, eps: float = 1e-5) -> Tensor:
-    """Two-pass LayerNorm in x's own dtype (no float32 upcast): (x - mu) / sqrt(mean((x-mu)^2) + eps)."""
+def layer_norm(x: Tensor, eps: float = 1e-5, variance: Callable[[Tensor], Tensor] | None = None) -> Tensor:
+    """LayerNorm in x's own dtype (no float32 upcast): (x - mu) / sqrt(var + eps), var two-pass
+    mean((x-mu)^2), or ``variance(x)`` (e.g. ``normlab.lessons.layernorm.variance_one_pass``)."""
     mu = x.mean(-1, keepdim=True)
-    return (x - mu) / torch.sqrt(((x - mu) ** 2).mean(-1, keepdim=True) + eps)
+    var = ((x - mu) ** 2).mean(-1, keepdim=True) if variance is None else variance(x).unsqueeze(-1)
+    return (x - mu) / torch.sqrt(var + eps)
 
 
 def layer_norm_eps_outside(x: Tensor, eps: float = 1e-6) -> Tensor:

@@ -11,7 +11,7 @@ for half inputs, which would hide part of the effect.)
                (Welford 1962; PyTorch's CPU kernels merge such partial results with
                ``AddMoments`` in aten/src/ATen/native/cpu/moments_utils.h)
 
-and ``layer_norm`` with eps inside the root (PyTorch, Ba et al. 2016) and a chosen variance method. The
+``normlab.variants.layer_norm(x.to(dtype), variance=variance_one_pass)`` is LayerNorm with one of them. The
 other places eps goes ((x - mu)/(std + eps), ...) are formulas in ``normlab.variants``. The invariance
 table of lessons 03 and 04 is ``normlab.lessons.invariance``.
 """
@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 __all__ = ["sequential_mean", "variance_one_pass", "variance_two_pass", "variance_welford", "VARIANCE_METHODS",
-           "METHOD_LABELS", "layer_norm", "representable", "eps_changes_var"]
+           "METHOD_LABELS", "representable", "eps_changes_var"]
 
 
 def _prepare(x: Tensor, dtype: torch.dtype | None, who: str) -> Tensor:
@@ -74,15 +74,6 @@ def variance_welford(x: Tensor, dtype: torch.dtype | None = None) -> Tensor:
 
 VARIANCE_METHODS = {"one_pass": variance_one_pass, "two_pass": variance_two_pass, "welford": variance_welford}
 METHOD_LABELS = {"one_pass": "one-pass E[x²]−E[x]²", "two_pass": "two-pass E[(x−μ)²]", "welford": "Welford"}
-
-
-def layer_norm(x: Tensor, eps: float = 1e-5, dtype: torch.dtype | None = None,
-               variance=variance_two_pass) -> Tensor:
-    """(x - mu) / sqrt(var + eps) over the last dim, in ``dtype``, with a chosen variance method."""
-    xd = _prepare(x, dtype, "layer_norm")
-    mu = xd.mean(dim=-1, keepdim=True)
-    var = variance(xd).unsqueeze(-1)
-    return (xd - mu) / torch.sqrt(var + torch.tensor(eps, dtype=xd.dtype))   # eps inside the root
 
 
 def representable(value: float, dtype: torch.dtype) -> float:
