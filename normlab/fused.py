@@ -19,7 +19,6 @@ correctness is tested on a CPU.
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import os
 from pathlib import Path
@@ -44,9 +43,10 @@ def _kernel() -> ModuleType | None:
         if not torch.cuda.is_available():
             os.environ.setdefault("TRITON_INTERPRET", "1")   # no GPU: Triton's interpreter runs the kernel
         try:
-            _kernel_module = importlib.import_module(".fused_kernel", __package__)
+            from . import fused_kernel
         except ImportError:                                  # installed but unusable here
             return None
+        _kernel_module = fused_kernel
     return _kernel_module
 
 
