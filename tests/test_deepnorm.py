@@ -1,46 +1,14 @@
-"""normlab.deepnorm against the formulas of Wang et al. 2022 §4.3, computed here independently."""
+"""Lesson 05: DeepNorm stacks (normlab.blocks + normlab.init) and normlab.lessons.deepnorm (the wrong
+versions, the branch share, the probe at init) against Wang et al. 2022 §4.2-4.3's formulas, torch's
+F.layer_norm, autograd and a by-hand Adam step. The constants and the init alone: tests/test_init.py."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from torch import nn
 
-from normlab import blocks, deepnorm
-
-
-@pytest.mark.parametrize("arch,N,M,alpha,beta", [
-    ("encoder", 6, 0, 12 ** 0.25, 48 ** -0.25),
-    ("encoder", 1000, 0, 2000 ** 0.25, 8000 ** -0.25),
-    ("decoder", 0, 24, 48 ** 0.25, 192 ** -0.25),
-    ("encdec_encoder", 18, 18, 0.81 * 18 ** (5 / 16), 0.87 * 18 ** (-5 / 16)),
-    ("encdec_encoder", 6, 12, 0.81 * (6 ** 4 * 12) ** 0.0625, 0.87 * (6 ** 4 * 12) ** -0.0625),
-    ("encdec_decoder", 6, 12, 36 ** 0.25, 144 ** -0.25),
-])
-def test_constants_match_the_paper(arch, N, M, alpha, beta):
-    a, b = deepnorm.constants(arch, N, M)
-    assert a == pytest.approx(alpha, rel=1e-12) and b == pytest.approx(beta, rel=1e-12)
-
-
-def test_decoder_accepts_a_single_count_and_bad_input_is_clear():
-    assert deepnorm.constants("decoder", 24) == deepnorm.constants("decoder", 0, 24)
-    with pytest.raises(ValueError, match="unknown architecture"):
-        deepnorm.constants("encoder_decoder", 6, 6)
-    with pytest.raises(ValueError, match="positive integer"):
-        deepnorm.constants("encoder", 0)
-
-
-def test_init_scales_ffn_v_out_by_beta_and_leaves_q_k():
-    beta = 0.3
-    torch.manual_seed(0)
-    model = nn.ModuleDict({name: nn.Linear(256, 256) for name in ("q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2")})
-    scaled = deepnorm.init_(model, beta)
-    assert scaled == ["v_proj.weight", "out_proj.weight", "fc1.weight", "fc2.weight"]
-    xavier = (2 / 512) ** 0.5                                   # Xavier-normal std for 256 -> 256
-    for name, lin in model.items():
-        gain = beta if name in ("v_proj", "out_proj", "fc1", "fc2") else 1.0
-        assert lin.weight.std().item() == pytest.approx(gain * xavier, rel=0.05), name
-        assert torch.all(lin.bias == 0)
+from normlab import blocks
+from normlab.lessons import deepnorm
 
 
 def test_the_stacks_the_notebooks_train_use_the_papers_alpha_and_beta():
@@ -56,6 +24,29 @@ def test_the_stacks_the_notebooks_train_use_the_papers_alpha_and_beta():
         w = torch.cat([lin.weight.flatten() for lin in lins])   # pooled over the 10 blocks
         xavier = gain * (2 / (lins[0].in_features + lins[0].out_features)) ** 0.5
         assert w.std().item() == pytest.approx(xavier, rel=0.05), name
+
+
+def test_a_decoder_stack_uses_the_encoder_decoder_decoders_constants():
+    """Three sublayers per layer (self-attention, cross-attention, FFN): §4.3's enc-dec decoder row."""
+    depth, width = 8, 32
+    stack = blocks.build_stack(depth=depth, width=width, wiring="deepnorm", sublayer="decoder", seed=0)
+    alpha, beta = (3 * depth) ** 0.25, (12 * depth) ** -0.25
+    for b in stack.blocks:
+        assert b.attn.alpha == b.cross.alpha == b.mlp.alpha == pytest.approx(alpha)
+    xavier = (2 / (2 * width)) ** 0.5
+    for part, name, gain in (("cross", "v_proj", beta), ("cross", "q_proj", 1.0), ("attn", "out_proj", beta)):
+        w = torch.cat([getattr(getattr(b, part).sublayer, name).weight.flatten() for b in stack.blocks])
+        assert w.std().item() == pytest.approx(gain * xavier, rel=0.05), (part, name)
+
+
+def test_beta_on_input_keeps_an_unscaled_init_and_bad_variants_are_refused():
+    depth, width = 12, 32
+    model = deepnorm.variant_model("beta_on_input", depth, width=width)
+    assert all(b.mlp.beta == pytest.approx((8 * depth) ** -0.25) for b in model.stack.blocks)
+    fc1 = torch.cat([b.mlp.r.sublayer.fc1.weight.flatten() for b in model.stack.blocks])
+    assert fc1.std().item() == pytest.approx((2 / (width + 4 * width)) ** 0.5, rel=0.05)   # Xavier, gain 1
+    with pytest.raises(ValueError, match="variant"):
+        deepnorm.variant_model("deepnet", 2)
 
 
 def test_wrong_versions_compute_what_they_claim():

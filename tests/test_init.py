@@ -1,0 +1,89 @@
+"""normlab.init against DeepNet §4.3's formulas (Wang et al. 2022, arXiv 2203.00555) typed here, and
+against Xavier-normal's std sqrt(2 / (fan_in + fan_out)) and GPT-2's 1/sqrt(2N) computed here."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from normlab import init
+
+NAMES = ("q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2", "head")
+
+
+@pytest.mark.parametrize("arch,N,M,alpha,beta", [
+    ("encoder", 6, 0, 12 ** 0.25, 48 ** -0.25),                       # (2N)^(1/4), (8N)^(-1/4)
+    ("encoder", 1000, 0, 2000 ** 0.25, 8000 ** -0.25),
+    ("decoder", 0, 24, 48 ** 0.25, 192 ** -0.25),                     # (2M)^(1/4), (8M)^(-1/4)
+    ("encdec_encoder", 18, 18, 0.81 * 18 ** (5 / 16), 0.87 * 18 ** (-5 / 16)),
+    ("encdec_encoder", 6, 12, 0.81 * (6 ** 4 * 12) ** 0.0625, 0.87 * (6 ** 4 * 12) ** -0.0625),
+    ("encdec_decoder", 6, 12, 36 ** 0.25, 144 ** -0.25),              # (3M)^(1/4), (12M)^(-1/4)
+])
+def test_deepnorm_constants_match_the_paper(arch, N, M, alpha, beta):
+    a, b = init.deepnorm_constants(arch, N, M)
+    assert a == pytest.approx(alpha, rel=1e-12) and b == pytest.approx(beta, rel=1e-12)
+
+
+def test_decoder_accepts_a_single_count_and_bad_input_is_clear():
+    assert init.deepnorm_constants("decoder", 24) == pytest.approx((48 ** 0.25, 192 ** -0.25), rel=1e-12)
+    for args, word in ((("encoder_decoder", 6, 6), "unknown architecture"), (("encoder", 0), "positive integer"),
+                       (("encdec_encoder", 6, 0), "positive integer"), (("encoder", 2.5), "positive integer")):
+        with pytest.raises(ValueError, match=word) as err:
+            init.deepnorm_constants(*args)
+        assert any("\u4e00" <= ch <= "\u9fff" for ch in str(err.value)), args
+
+
+def _layers(width: int = 256, seed: int = 0) -> nn.ModuleDict:
+    torch.manual_seed(seed)
+    return nn.ModuleDict({name: nn.Linear(width, width) for name in NAMES})
+
+
+def _xavier_std(lin: nn.Linear) -> float:
+    return math.sqrt(2 / (lin.in_features + lin.out_features))           # Glorot & Bengio 2010, normal
+
+
+def test_init_weights_scales_exactly_fc1_fc2_v_out_by_beta():
+    beta = 0.3
+    model = _layers()
+    scaled = init.init_weights_(model, depth=4, deepnorm_beta=beta)
+    assert scaled == ["v_proj.weight", "out_proj.weight", "fc1.weight", "fc2.weight"]   # model order
+    for name, lin in model.items():
+        gain = beta if name in ("v_proj", "out_proj", "fc1", "fc2") else 1.0          # §4.3: q, k keep gain 1
+        assert lin.weight.std().item() / _xavier_std(lin) == pytest.approx(gain, rel=0.03), name
+        assert lin.weight.mean().abs().item() < 0.05 * gain * _xavier_std(lin), name          # centred
+        assert torch.count_nonzero(lin.bias) == 0, name
+
+
+def test_init_weights_without_beta_is_plain_xavier_and_scales_nothing():
+    model = _layers(seed=1)
+    assert init.init_weights_(model, depth=4) == []
+    for name, lin in model.items():
+        assert lin.weight.std().item() / _xavier_std(lin) == pytest.approx(1.0, rel=0.03), name
+    rect = nn.ModuleDict({"fc1": nn.Linear(512, 128)})                     # fan_in + fan_out, not 2 * fan_in
+    init.init_weights_(rect, depth=1)
+    assert rect["fc1"].weight.std().item() == pytest.approx(math.sqrt(2 / 640), rel=0.03)
+
+
+@pytest.mark.parametrize("depth", [1, 12])
+def test_gpt2_scaling_divides_the_stream_writers_by_sqrt_2n(depth):
+    a, b = _layers(seed=2), _layers(seed=2)
+    torch.manual_seed(5)
+    init.init_weights_(a, depth)
+    torch.manual_seed(5)
+    init.init_weights_(b, depth, scaling="gpt2")                           # same draws, then fc2, out_proj / sqrt(2N)
+    for name in NAMES:
+        factor = 1 / math.sqrt(2 * depth) if name in ("fc2", "out_proj") else 1.0
+        torch.testing.assert_close(b[name].weight, a[name].weight * factor, rtol=1e-6, atol=0)
+        assert b[name].weight.std().item() == pytest.approx(factor * _xavier_std(b[name]), rel=0.03), name
+
+
+def test_init_weights_leaves_non_linear_modules_alone():
+    model = nn.ModuleDict({"fc1": nn.Linear(8, 8), "norm": nn.LayerNorm(8), "emb": nn.Embedding(5, 8)})
+    with torch.no_grad():
+        model["norm"].weight.fill_(2.0)
+    emb = model["emb"].weight.clone()
+    init.init_weights_(model, 2, deepnorm_beta=0.5)
+    assert torch.equal(model["norm"].weight, torch.full((8,), 2.0)) and torch.equal(model["emb"].weight, emb)
