@@ -1,4 +1,5 @@
-"""normlab.blocks against formulas written out with torch.nn.functional and torch.nn modules."""
+"""normlab.blocks against formulas written out with torch.nn.functional and torch.nn modules. The models
+built on a stack: tests/test_models.py; DeepNet's constants and the init: tests/test_init.py, test_deepnorm.py."""
 
 import math
 
@@ -44,16 +45,22 @@ def test_rmsnorm_option_is_rms_without_mean():
     torch.testing.assert_close(r(x), expected)
 
 
-def test_attention_matches_torch_multihead_attention():
-    torch.manual_seed(0)
-    w, h = 16, 4
-    ours = blocks.SelfAttention(w, h)
-    ref = nn.MultiheadAttention(w, h, batch_first=True)
+def _torch_attention(ours: blocks.SelfAttention) -> nn.MultiheadAttention:
+    """torch's own multi-head attention holding the same q/k/v/out projections."""
+    ref = nn.MultiheadAttention(ours.q_proj.in_features, ours.heads, batch_first=True)
     with torch.no_grad():
         ref.in_proj_weight.copy_(torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight]))
         ref.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
         ref.out_proj.weight.copy_(ours.out_proj.weight)
         ref.out_proj.bias.copy_(ours.out_proj.bias)
+    return ref
+
+
+def test_attention_matches_torch_multihead_attention():
+    torch.manual_seed(0)
+    w, h = 16, 4
+    ours = blocks.SelfAttention(w, h)
+    ref = _torch_attention(ours)
     x = torch.randn(3, 7, w)
     torch.testing.assert_close(ours(x), ref(x, x, x, need_weights=False)[0], atol=1e-5, rtol=1e-5)
     causal = blocks.SelfAttention(w, h, causal=True)
@@ -66,22 +73,6 @@ def test_parameter_names_for_deepnorm_init():
     stack = blocks.build_stack(2, 16, "deepnorm", sublayer="transformer")
     leaves = {n.split(".")[-2] for n, _ in stack.named_parameters() if n.endswith("weight")}
     assert {"q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"} <= leaves
-
-
-def test_deepnorm_alpha_beta_and_init():
-    n = 64
-    alpha, beta = blocks.deepnorm_constants(n)
-    assert alpha == pytest.approx((2 * n) ** 0.25) and beta == pytest.approx((8 * n) ** -0.25)  # DeepNet §4.3
-    stack = blocks.build_stack(n, 64, "deepnorm", sublayer="transformer", seed=0)
-    assert stack.blocks[0].mlp.alpha == pytest.approx(alpha)
-    xavier = lambda w: math.sqrt(2 / (w.shape[0] + w.shape[1]))
-    fc1 = torch.cat([b.mlp.sublayer.fc1.weight.flatten() for b in stack.blocks])
-    q = torch.cat([b.attn.sublayer.q_proj.weight.flatten() for b in stack.blocks])
-    v = torch.cat([b.attn.sublayer.v_proj.weight.flatten() for b in stack.blocks])
-    w1, wq = stack.blocks[0].mlp.sublayer.fc1.weight, stack.blocks[0].attn.sublayer.q_proj.weight
-    assert fc1.std().item() == pytest.approx(beta * xavier(w1), rel=0.02)
-    assert v.std().item() == pytest.approx(beta * xavier(wq), rel=0.02)
-    assert q.std().item() == pytest.approx(xavier(wq), rel=0.02)   # q, k are not scaled
 
 
 def test_gpt2_scaling_shrinks_only_stream_writers():
@@ -128,22 +119,12 @@ def test_bad_input_gets_a_chinese_error(kwargs, word):
     assert any("\u4e00" <= ch <= "\u9fff" for ch in str(err.value))
 
 
-def test_sequence_model_shapes():
-    m = blocks.SequenceModel(vocab=11, seq_len=7, depth=2, width=16)
-    assert m(torch.randint(0, 11, (3, 7))).shape == (3, 7, 11)
-
-
 def test_cross_attention_matches_torch_multihead_attention():
     torch.manual_seed(0)
     w, h = 16, 4
     memory = torch.randn(1, 5, w)
     ours = blocks.CrossAttention(w, memory, h)
-    ref = nn.MultiheadAttention(w, h, batch_first=True)
-    with torch.no_grad():
-        ref.in_proj_weight.copy_(torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight]))
-        ref.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
-        ref.out_proj.weight.copy_(ours.out_proj.weight)
-        ref.out_proj.bias.copy_(ours.out_proj.bias)
+    ref = _torch_attention(ours)
     x = torch.randn(3, 7, w)
     mem = memory.expand(3, -1, -1)
     torch.testing.assert_close(ours(x), ref(x, mem, mem, need_weights=False)[0], atol=1e-5, rtol=1e-5)
@@ -154,41 +135,3 @@ def test_decoder_block_has_three_sublayers_sharing_one_memory():
     assert all(b.attn.sublayer.causal and b.cross is not None for b in stack.blocks)
     assert stack.blocks[0].cross.sublayer.memory is stack.blocks[2].cross.sublayer.memory
     assert stack(torch.randn(2, 5, 16)).shape == (2, 5, 16)
-
-
-# --- DigitsNet's initialisations (notebook 01's network without any norm layer) ---------------
-
-def test_digitsnet_he_init_keeps_the_signal_size_through_a_plain_stack_without_norm():
-    from normlab.residuals import DigitsNet
-
-    torch.manual_seed(0)
-    x = torch.randn(512, 64)
-    he, xavier = DigitsNet(12, 64, "plain", "none", init="he"), DigitsNet(12, 64, "plain", "none")
-    fc1, fc2 = he.stack.blocks[0].mlp.sublayer.fc1, he.stack.blocks[0].mlp.sublayer.fc2
-    assert fc1.weight.std().item() == pytest.approx((1 / 64) ** 0.5, rel=0.05)      # reads a linear output
-    assert fc2.weight.std().item() == pytest.approx((2 / 256) ** 0.5, rel=0.05)     # reads ReLU(fc1 x)
-
-    def last_over_first(net):
-        with torch.no_grad():
-            h0 = net.embed(x)
-            return (net.stack(h0).std() / h0.std()).item()
-    assert 0.3 < last_over_first(he) < 3                     # He: the size survives 12 blocks (24 layers)
-    assert last_over_first(xavier) < 1e-2                     # Xavier: ~0.57 per block
-
-
-def test_digitsnet_fixup_init_zeroes_each_branch_end_and_the_classifier():
-    from normlab.residuals import DigitsNet
-
-    net = DigitsNet(12, 64, "pre", "none", init="fixup")
-    for block in net.stack.blocks:
-        assert torch.count_nonzero(block.mlp.sublayer.fc2.weight) == 0
-        assert block.mlp.sublayer.fc1.weight.std().item() == pytest.approx((1 / 64) ** 0.5 * 12 ** -0.5, rel=0.1)
-    assert torch.count_nonzero(net.head.weight) == 0
-    x = torch.randn(8, 64)
-    with torch.no_grad():
-        h = net.embed(x)
-        assert torch.equal(net.stack(h), h)                   # every block starts as the identity
-    with pytest.raises(ValueError, match="init"):
-        DigitsNet(2, 8, init="kaiming")
-    with pytest.raises(ValueError, match="Fixup"):
-        DigitsNet(2, 8, "plain", init="fixup")
