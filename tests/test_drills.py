@@ -568,7 +568,7 @@ def test_timed_mode_reports_the_time():
 
 
 def test_dyt_card_accepts_the_reference_and_names_mistakes():
-    from normlab.beyond import DyT
+    from normlab.lessons.beyond import DyT
 
     assert drills.check("dyt", DyT).passed
 
