@@ -99,13 +99,13 @@ def test_every_heading_has_a_row_and_every_row_a_known_heading(doc):
 @pytest.mark.parametrize("row", concordance.ROWS, ids=lambda r: f"{r.doc}-{r.heading}-{r.part[:12]}")
 def test_row_phrase_and_status_are_true_of_the_notebook(row):
     assert row.phrase.strip(), row
-    why = section_problem(concordance.section(row.at), row.phrase)
+    why = section_problem(concordance.section(row.course), row.phrase)
     assert why is None, why
 
 
 @pytest.mark.parametrize("q", concordance.QUESTIONS, ids=lambda q: f"{q.doc}{q.number}")
 def test_question_phrase_and_status_are_true_of_the_notebook(q):
-    why = section_problem(concordance.section(q.at), q.phrase)
+    why = section_problem(concordance.section(q.course), q.phrase)
     assert why is None, why
 
 
@@ -131,16 +131,16 @@ def test_the_package_reads_no_notebook():
 
 
 def test_every_label_used_is_in_the_table():
-    used = {r.at for r in concordance.ROWS} | {q.at for q in concordance.QUESTIONS} | {concordance.MODEL_ANSWERS}
+    used = {r.course for r in concordance.ROWS} | {q.course for q in concordance.QUESTIONS} | {concordance.MODEL_ANSWERS}
     used |= {e.course for e in companion.ERRATA} | {c.course for c in companion.CLAIMS}
     assert used <= set(concordance.SECTIONS)
     assert not set(concordance.SECTIONS) - used, f"labels nothing refers to: {sorted(set(concordance.SECTIONS) - used)}"
 
 
 def test_claims_point_at_sections_the_concordance_lists():
-    notebooks = {r.notebook for r in concordance.ROWS}
+    notebooks = {r.place.notebook for r in concordance.ROWS}
     for c in companion.CLAIMS:
-        assert c.notebook in notebooks and concordance.section(c.course).status in concordance.STATUSES, c.where
+        assert c.place.notebook in notebooks and concordance.section(c.course).status in concordance.STATUSES, c.where
 
 
 def test_every_erratum_is_listed_under_its_document():

@@ -31,7 +31,7 @@ def test_catalogue_ids_unique_and_complete():
     assert len(IDS) == len(set(IDS)) == 32
     assert {e.doc for e in companion.ERRATA} == set("ABCDE")
     for e in companion.ERRATA:
-        assert re.fullmatch(rf"{e.doc}\d", e.id) and e.says and e.right and e.fix and e.chapter[:2].isdigit()
+        assert re.fullmatch(rf"{e.doc}\d", e.id) and e.says and e.right and e.fix and e.place.notebook[:2].isdigit()
     assert len(companion.catalogue().rows) == len(IDS)
     assert all(r[0].startswith("C") for r in companion.catalogue("C").rows)
 
@@ -80,7 +80,7 @@ def test_every_erratum_has_code_and_its_flawed_functions_run_in_its_demo(eid):
         assert fn.__code__ in called, f"{eid}: {fn.__qualname__} is shown but the demo never runs it"
         assert len(companion.code(eid).body.splitlines()) <= 30, eid          # a few lines, not a module
     text = str(companion.code(eid))
-    assert eid in text and "# fix: " in text and e.chapter_section in text
+    assert eid in text and "# fix: " in text and e.place.title in text
     assert all(fn.__name__ in text for fn in e.flawed)
 
 
@@ -498,7 +498,7 @@ def test_every_erratum_has_a_labelled_callout_in_its_chapter():
     """Each correction is shown where it belongs: its id in bold (e.g. **A3**) in its chapter."""
     notebooks = ROOT / "notebooks"
     missing = [e.id for e in companion.ERRATA
-               if not re.search(rf"\*\*{e.id}\*\*", (notebooks / f"{e.chapter}.md").read_text(encoding="utf-8"))]
+               if not re.search(rf"\*\*{e.id}\*\*", (notebooks / f"{e.place.notebook}.md").read_text(encoding="utf-8"))]
     assert not missing, f"no labelled callout in the chapter for: {missing}"
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from ..viz import Table
 from .base import load_toml
 
-__all__ = ["Section", "SECTIONS", "section", "DOCS", "HEADINGS", "Row", "ROWS", "Question", "QUESTIONS",
+__all__ = ["Section", "SECTIONS", "section", "InCourse", "DOCS", "HEADINGS", "Row", "ROWS", "Question", "QUESTIONS",
            "MODEL_ANSWERS", "STATUSES", "rows_of", "table", "questions_table"]
 
 STATUSES = ("covered", "text")
@@ -62,52 +62,46 @@ SECTIONS: dict[str, Section] = _sections()
 
 def section(label: str) -> Section:
     """The course section with this label (e.g. "02.mom")."""
-    try:
-        return SECTIONS[label]
-    except KeyError:
+    if label not in SECTIONS:
         raise KeyError(f"没有标签为 {label!r} 的课程小节 (no course section with this label)；"
-                       f"标签形如 '02.mom'，见 normlab/companion/sections.toml。") from None
+                       f"标签形如 '02.mom'，见 normlab/companion/sections.toml。")
+    return SECTIONS[label]
+
+
+class InCourse:
+    """A record that names a course section by its label (``course``): a concordance row, an
+    interview question, an erratum, a claim."""
+    course: str
+
+    @property
+    def place(self) -> Section:
+        """The course section: .notebook, .title, .status."""
+        return section(self.course)
 
 
 @dataclass(frozen=True)
-class Row:
+class Row(InCourse):
     doc: str                # "A".."E"
     heading: str            # one of HEADINGS[doc]
     part: str               # what in that section (our words); "" for the whole section
-    at: str                 # the course section's label
+    course: str             # the course section's label
     phrase: str             # text that the course section must contain (checked by the tests)
     errata: tuple[str, ...] = ()
 
-    @property
-    def notebook(self) -> str:
-        return section(self.at).notebook
-
-    @property
-    def section(self) -> str:
-        return section(self.at).title
-
-    @property
-    def status(self) -> str:
-        return section(self.at).status
-
 
 @dataclass(frozen=True)
-class Question:
+class Question(InCourse):
     doc: str                # "A" or "D"
     number: str             # "1".."10", "Q1".."Q4"
     question: str           # the question, short, our words
-    at: str                 # the course section's label
+    course: str             # the course section's label
     phrase: str             # text that the section must contain (checked by the tests)
-
-    notebook = Row.notebook
-    section = Row.section
-    status = Row.status
 
 
 _DATA = load_toml("concordance.toml")
 DOCS: dict[str, str] = {doc: d["title"] for doc, d in _DATA["docs"].items()}
 HEADINGS: dict[str, list[str]] = {doc: d["headings"] for doc, d in _DATA["docs"].items()}
-ROWS: list[Row] = [Row(doc, r["heading"], r["part"], r["at"], r["phrase"], tuple(r.get("errata", ())))
+ROWS: list[Row] = [Row(doc, r["heading"], r["part"], r["course"], r["phrase"], tuple(r.get("errata", ())))
                    for doc, rows in _DATA["rows"].items() for r in rows]
 QUESTIONS: list[Question] = [Question(**q) for q in _DATA["questions"]]
 MODEL_ANSWERS: str = _DATA["model_answers"]          # the label of 08's section with the model answers
@@ -123,14 +117,15 @@ def rows_of(doc: str) -> list[Row]:
 
 def table(doc: str) -> Table:
     """One document's concordance: its section, the part, the course notebook + section, status, errata."""
-    rows = [[f"[{r.doc}] {r.heading}", r.part, r.notebook, r.section, _LABEL[r.status], ", ".join(r.errata) or "—"]
-            for r in rows_of(doc)]
+    rows = [[f"[{r.doc}] {r.heading}", r.part, r.place.notebook, r.place.title, _LABEL[r.place.status],
+             ", ".join(r.errata) or "—"] for r in rows_of(doc)]
     return Table(rows, ["资料章节", "内容", "notebook", "课程小节", "状态", "勘误"],
                  title=f"[{doc}] {DOCS[doc]}：章节对照")
 
 
 def questions_table() -> Table:
     """The interview questions of [A] and [D], where the course answers them (model answers in 08)."""
-    rows = [[f"[{q.doc}] {q.number}", q.question, q.notebook, q.section, _LABEL[q.status]] for q in QUESTIONS]
+    rows = [[f"[{q.doc}] {q.number}", q.question, q.place.notebook, q.place.title, _LABEL[q.place.status]]
+            for q in QUESTIONS]
     return Table(rows, ["题号", "问题", "notebook", "课程小节", "状态"],
                  title=f"资料中的面试题 → 课程中的回答（参考答案：{section(MODEL_ANSWERS)}）")

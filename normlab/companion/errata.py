@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from ..viz import Table
 from . import doc_a, doc_b, doc_c, doc_d, doc_e  # noqa: F401  (each registers its demos with @corrects)
 from .base import DEMOS, FLAWED, Demo, load_toml, seeded
-from .concordance import section
+from .concordance import InCourse
 
 __all__ = ["Erratum", "Claim", "ERRATA", "CLAIMS", "get", "demo", "code", "show", "catalogue", "claims_table"]
 
@@ -26,7 +26,7 @@ DOCUMENTS = "ABCDE"
 
 
 @dataclass(frozen=True)
-class Erratum:
+class Erratum(InCourse):
     id: str                 # "E3"
     doc: str                # "E"
     section: str            # the document's own numbering or heading, e.g. "§1.2"
@@ -38,15 +38,6 @@ class Erratum:
     snippet: str = ""       # our restatement of a prose or pseudo-code mistake ("" where the code is runnable)
     run: Callable[[], Demo] = field(repr=False, compare=False, default=None)
     flawed: tuple[Callable, ...] = field(repr=False, compare=False, default=())
-
-    @property
-    def chapter(self) -> str:
-        """The notebook where the callout belongs, e.g. "02_batchnorm"."""
-        return section(self.course).notebook
-
-    @property
-    def chapter_section(self) -> str:
-        return section(self.course).title
 
 
 def _load() -> list[Erratum]:
@@ -68,20 +59,12 @@ _BY_ID = {e.id: e for e in ERRATA}
 
 
 @dataclass(frozen=True)
-class Claim:
+class Claim(InCourse):
     where: str              # the document and its section
     says: str               # the claim, in our words
     verdict: str            # what the measurement says, with the source
     course: str             # label of the course section that measures it
     measured_by: str = ""   # the function of normlab.companion that measures it here ("" if a lesson does)
-
-    @property
-    def notebook(self) -> str:
-        return section(self.course).notebook
-
-    @property
-    def section(self) -> str:
-        return section(self.course).title
 
 
 CLAIMS: list[Claim] = [Claim(**c) for c in load_toml("claims.toml")["claim"]]
@@ -89,11 +72,9 @@ CLAIMS: list[Claim] = [Claim(**c) for c in load_toml("claims.toml")["claim"]]
 
 def get(erratum_id: str) -> Erratum:
     """The erratum with this id (e.g. "E3")."""
-    try:
-        return _BY_ID[erratum_id]
-    except KeyError:
-        raise KeyError(f"没有编号为 {erratum_id!r} 的勘误 (no erratum with this id)；可用的编号："
-                       f"{', '.join(_BY_ID)}。") from None
+    if erratum_id not in _BY_ID:
+        raise KeyError(f"没有编号为 {erratum_id!r} 的勘误 (no erratum with this id)；可用的编号：{', '.join(_BY_ID)}。")
+    return _BY_ID[erratum_id]
 
 
 def demo(erratum_id: str, seed: int = 0) -> Demo:
@@ -130,7 +111,7 @@ def code(erratum_id: str) -> Code:
     parts = [e.snippet.rstrip()] if e.snippet else []
     parts += [_source(fn) for fn in e.flawed]
     fix = "\n".join(("# fix: " if i == 0 else "#      ") + line for i, line in enumerate(e.fix.splitlines()))
-    head = f"**{e.id}** · [{e.doc}] {e.section}：资料的写法（我们的代码）→ 课程：{section(e.course)}"
+    head = f"**{e.id}** · [{e.doc}] {e.section}：资料的写法（我们的代码）→ 课程：{e.place}"
     return Code(head, "\n\n".join(parts + [fix]))
 
 
@@ -153,7 +134,7 @@ def catalogue(doc: str | None = None) -> Table:
     """The index of errata: id, where, kind, what the document says, what is right, course section."""
     if doc is not None and doc not in DOCUMENTS:
         raise ValueError(f"doc 应为 'A'..'E' 之一 (expected one of A-E)，实际收到 {doc!r}。")
-    rows = [[e.id, f"[{e.doc}] {e.section}", e.kind, e.says, e.right, str(section(e.course))]
+    rows = [[e.id, f"[{e.doc}] {e.section}", e.kind, e.says, e.right, str(e.place)]
             for e in ERRATA if doc is None or e.doc == doc]
     return Table(rows, ["编号", "位置", "类型", "资料的说法（转述）", "正确的是", "课程章节"],
                  title="勘误索引 (errata)" + (f"：[{doc}]" if doc else ""))
@@ -162,5 +143,5 @@ def catalogue(doc: str | None = None) -> Table:
 def claims_table() -> Table:
     """Claims of degree, with the course section that measures them."""
     rows = [[c.where, c.says, c.verdict + (f"测量：companion.{c.measured_by}()" if c.measured_by else ""),
-             str(section(c.course))] for c in CLAIMS]
+             str(c.place)] for c in CLAIMS]
     return Table(rows, ["位置", "资料的说法（转述）", "测量结论", "在哪里测"], title="程度性说法：在哪里测量")
