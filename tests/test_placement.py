@@ -1,4 +1,5 @@
-"""normlab.placement, normlab.warmup and normlab.residuals: checked by hand-built equivalents."""
+"""Lessons 06 and 01: normlab.lessons.placement, normlab.lessons.warmup and normlab.lessons.residuals,
+checked by hand-built equivalents (forward passes written out block by block, hits counted in Python)."""
 
 import math
 
@@ -6,12 +7,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from normlab import blocks, placement, residuals, tasks, warmup
+from normlab.data import digits, make_task
+from normlab.lessons import placement, residuals, warmup
+from normlab.models import DigitsNet, SequenceModel
+from normlab.train import History
 
 
 @pytest.fixture(scope="module")
 def task():
-    return tasks.make_task("reverse", vocab=8, seq_len=6)
+    return make_task("reverse", vocab=8, seq_len=6)
 
 
 def _manual_forward(model, x, order):
@@ -24,7 +28,7 @@ def _manual_forward(model, x, order):
 
 
 def test_parallel_and_skip_match_hand_written_forward(task):
-    m = blocks.SequenceModel(8, 6, depth=4, width=16, wiring="pre", seed=1)
+    m = SequenceModel(8, 6, depth=4, width=16, wiring="pre", seed=1)
     x, y = task.batch(5, torch.Generator().manual_seed(0))
     assert placement.sequence_loss(m, x, y).item() == pytest.approx(_manual_forward(m, x, [0, 1, 2, 3]), rel=1e-6)
     assert placement.parallel_pair_loss(m, x, y, 1) == pytest.approx(_manual_forward(m, x, [0, (1, 2), 3]), rel=1e-6)
@@ -34,7 +38,7 @@ def test_parallel_and_skip_match_hand_written_forward(task):
 
 def test_parallel_pair_is_free_when_blocks_are_identity(task):
     # ReZero blocks are the identity at init: sequential, parallel and skipped all give one loss
-    m = blocks.SequenceModel(8, 6, depth=3, width=16, wiring="pre", scaling="rezero", seed=0)
+    m = SequenceModel(8, 6, depth=3, width=16, wiring="pre", scaling="rezero", seed=0)
     x, y = task.batch(4, torch.Generator().manual_seed(0))
     full = placement.sequence_loss(m, x, y).item()
     assert placement.parallel_pair_loss(m, x, y, 0) == pytest.approx(full, rel=1e-6)
@@ -42,14 +46,14 @@ def test_parallel_pair_is_free_when_blocks_are_identity(task):
 
 
 def test_parallel_pair_refuses_post_norm(task):
-    m = blocks.SequenceModel(8, 6, depth=3, width=16, wiring="post")
+    m = SequenceModel(8, 6, depth=3, width=16, wiring="post")
     x, y = task.batch(2)
     with pytest.raises(ValueError, match="Pre-Norm"):
         placement.parallel_pair_loss(m, x, y, 0)
 
 
 def test_layer_similarity_by_hand():
-    m = blocks.SequenceModel(8, 6, depth=2, width=16, wiring="pre")
+    m = SequenceModel(8, 6, depth=2, width=16, wiring="pre")
     x = torch.randint(0, 8, (3, 6))
     cos, change = placement.layer_similarity(m, x)
     h0 = m.tok(x) + m.pos[:6]
@@ -58,28 +62,33 @@ def test_layer_similarity_by_hand():
     assert change[0] == pytest.approx(((h1 - h0).norm(dim=-1) / h0.norm(dim=-1)).mean().item(), rel=1e-5)
 
 
-def test_warmup_schedule_and_run_summary():
-    assert [warmup.warmup_lr(t, 1.0, 4) for t in range(6)] == [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
-    assert warmup.warmup_lr(0, 3e-3, 0) == 3e-3
-    r = warmup.Run("x", "post", 0, 0, losses=[3.0, 1.0, 0.4, 0.2])
-    assert r.steps_to(0.5) == 2 and r.steps_to(0.1) is None
-    assert r.final(last=2) == pytest.approx(0.3)
+def test_run_summary_by_hand():
+    r = warmup.Run("x", "post", 0, 0, History(losses=[3.0, 1.0, 0.4, 0.2]))
+    assert r.steps_to(0.5) == 2 and r.steps_to(0.1) is None and r.steps_to(0.5, within=2) is None
+    assert r.final(last=2) == pytest.approx((0.4 + 0.2) / 2)
+    assert r.final(last=2, at=3) == pytest.approx((1.0 + 0.4) / 2)
 
 
-def test_train_reduces_loss_and_restores_threads(task):
-    threads = torch.get_num_threads()
-    run = warmup.train(task, "pre", 0, steps=40, lr=3e-3, depth=2, width=16, batch=16, progress=False)
-    assert len(run.losses) == len(run.lrs) == 40
-    assert run.losses[0] == pytest.approx(math.log(8), abs=0.5)        # starts near chance
-    assert run.final(5) < run.losses[0]
-    assert torch.get_num_threads() == threads
+def test_warmup_run_trains_a_fresh_model_with_the_schedule(task):
+    steps, T, lr = 30, 10, 3e-3
+    run = warmup.run(task, "post", T, steps=steps, lr=lr, depth=2, width=16, batch=16, seed=1, progress=False)
+    assert isinstance(run, warmup.Run) and (run.wiring, run.warmup, run.seed) == ("post", T, 1)
+    assert run.lrs == pytest.approx([lr * min(1, (t + 1) / T) for t in range(steps)], rel=1e-12)
+    assert len(run.losses) == steps
+    # step 0 by hand: the weights from ``seed``, the first batch from a generator seeded 1000 + seed
+    fresh = SequenceModel(8, 6, 2, 16, wiring="post", seed=1)
+    x, y = task.batch(16, torch.Generator().manual_seed(1001))
+    with torch.no_grad():
+        first = F.cross_entropy(fresh(x).flatten(0, 1), y.flatten()).item()
+        assert not torch.equal(run.model(x), fresh(x))                   # the returned model was trained
+    assert run.losses[0] == pytest.approx(first, rel=1e-6)
+    assert first == pytest.approx(math.log(8), abs=0.5)                  # near chance: ln(vocab)
+    assert run.model.stack.blocks[0].mlp.wiring == "post"
 
 
-def test_digits_split_and_lesion_consistency():
-    x_tr, y_tr, x_te, y_te = residuals.digits()
-    assert x_tr.shape == (1200, 64) and x_te.shape == (597, 64)
-    assert 0 <= x_tr.min() and x_tr.max() <= 1 and set(y_tr.tolist()) == set(range(10))
-    net = residuals.DigitsNet(3, 16, "pre").eval()
+def test_skip_and_lesion_accuracy_against_hits_counted_by_hand():
+    _, _, x_te, y_te = digits()
+    net = DigitsNet(3, 16, "pre").eval()
     # skipping nothing / skipping block i = running the layers by hand, counting hits in Python
     def manual(order):
         with torch.no_grad():
@@ -89,7 +98,8 @@ def test_digits_split_and_lesion_consistency():
             pred = net.head(net.stack.final_norm(h)).argmax(-1).tolist()
         return sum(p == t for p, t in zip(pred, y_te.tolist())) / len(pred)
 
-    assert residuals.accuracy(net, x_te, y_te) == pytest.approx(manual([0, 1, 2]))
+    assert residuals.skip_accuracy(net, x_te, y_te) == pytest.approx(manual([0, 1, 2]))
+    assert residuals.skip_accuracy(net, x_te, y_te, skip=[0, 2]) == pytest.approx(manual([1]))
     assert residuals.lesion_accuracy(net, x_te, y_te) == pytest.approx([manual([1, 2]), manual([0, 2]), manual([0, 1])])
 
 
@@ -128,7 +138,7 @@ def test_seed_table_reads_the_record_per_seed(monkeypatch):
     rec = {"runs": [{"seed": s, "threads": t, "values": {"warmup.post_no.final200": [2.5 + s / 100],
                                                          "warmup.post_no.steps_to_0.5": [warmup.NEVER if s else 392]}}
                     for s in (0, 1) for t in (1, 2)]}
-    monkeypatch.setattr("normlab.record.recorded", lambda name: rec)
+    monkeypatch.setattr(warmup, "recorded", lambda name: rec)
     table = warmup.seed_table(keys={"warmup.post_no.final200": "final", "warmup.post_no.steps_to_0.5": "steps"})
     text = str(table)
     assert "2.5" in text and "2.51" in text and "392" in text and "从未" in text
@@ -137,6 +147,7 @@ def test_seed_table_reads_the_record_per_seed(monkeypatch):
 def test_record_helpers_without_a_record(monkeypatch):
     def missing(name):
         raise FileNotFoundError(name)
-    monkeypatch.setattr("normlab.record.recorded", missing)
+    monkeypatch.setattr(warmup, "recorded", missing)
+    monkeypatch.setattr(placement, "recorded", missing)
     assert "no sweep record" in warmup.seed_table()
     assert "no sweep record" in placement.record_ranges(["a"], ["A"])
