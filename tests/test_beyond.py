@@ -1,4 +1,4 @@
-"""normlab.beyond against the definitions, computed independently here."""
+"""Lesson 07: normlab.lessons.beyond against the definitions, computed independently here."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from normlab import beyond
-from normlab.blocks import SelfAttention, SequenceModel
+from normlab.blocks import SelfAttention
+from normlab.lessons import beyond
+from normlab.models import SequenceModel
 
 
 def test_scalenorm_definition_and_init():
@@ -55,8 +56,13 @@ def test_qk_attention_without_norm_equals_the_original_and_with_norm_is_bounded(
         normed.k_proj.weight.mul_(100)
     normed(x)
     assert normed.last_max_logit <= math.sqrt(8) + 1e-4                # |q.k|/sqrt(d) <= sqrt(d) with unit gains
-    model = SequenceModel(8, 6, depth=1, width=32, seed=0)
-    assert len(beyond.use_qk_attention(model, True)) == 1
+    model = SequenceModel(8, 6, depth=2, width=32, seed=0)
+    tokens = torch.randint(0, 8, (3, 6))
+    with torch.no_grad():
+        before = model(tokens)
+        swapped = beyond.use_qk_attention(model, False)                     # same weights, no norm: same model
+        assert len(swapped) == 2 and all(isinstance(b.attn.sublayer, beyond.QKNormAttention) for b in model.stack.blocks)
+        torch.testing.assert_close(model(tokens), before, atol=1e-5, rtol=1e-5)
 
 
 def test_dyt_definition_and_replacement():
