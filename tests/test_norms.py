@@ -304,6 +304,23 @@ def test_parameter_names_and_initial_values_match_torch():
             assert torch.equal(sd1[k], sd2[k]), (kind, k)
 
 
+@pytest.mark.parametrize("ours_cls, ref_cls", [(norms.BatchNorm, nn.BatchNorm1d), (norms.InstanceNorm, nn.InstanceNorm1d)])
+@pytest.mark.parametrize("affine, track", [(True, True), (False, True), (True, False), (False, False)])
+def test_shared_base_registers_parameters_and_buffers_as_torch_does(ours_cls, ref_cls, affine, track):
+    """BatchNorm and InstanceNorm share one registration (_NormBase): the same parameters, buffers
+    (None where torch has None), dtypes after .to(), no gradient on buffers."""
+    kw = dict(eps=1e-3, momentum=0.2, affine=affine, track_running_stats=track, dtype=torch.float64)
+    ours, ref = ours_cls(5, **kw), ref_cls(5, **kw)
+    for get in ("named_parameters", "named_buffers"):
+        a, b = dict(getattr(ours, get)()), dict(getattr(ref, get)())
+        assert {k: (v.shape, v.dtype) for k, v in a.items()} == {k: (v.shape, v.dtype) for k, v in b.items()}, get
+    assert [getattr(ours, n) is None for n in ("weight", "running_mean", "num_batches_tracked")] == \
+           [getattr(ref, n) is None for n in ("weight", "running_mean", "num_batches_tracked")]
+    assert not any(v.requires_grad for v in ours.buffers())
+    ours, ref = ours.half(), ref.half()
+    assert [v.dtype for v in ours.state_dict().values()] == [v.dtype for v in ref.state_dict().values()]   # long stays long
+
+
 # ---------------------------------------------------------------- errors a learner will meet
 @pytest.mark.parametrize("module,x,needle", [
     (norms.BatchNorm(4), torch.randn(8, 3, 5, 5), "num_features=4"),
