@@ -18,6 +18,13 @@ from pathlib import Path
 
 import pytest
 
+# Triton builds its language helpers (tl.sum, ...) for the interpreter only when TRITON_INTERPRET is set
+# before triton is first imported; torch can import triton early (some tests reach torch's compiler
+# checks), after which normlab.fused's lazy setting comes too late for the kernel in test_fused. Set it
+# before anything is imported; only without a usable GPU, where the interpreter is what runs anyway.
+if not os.environ.get("CUDA_VISIBLE_DEVICES") and not Path("/dev/nvidia0").exists():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path(os.environ.get("NORMLAB_CHROMIUM", "/usr/bin/chromium"))
 ARTIFACTS = ROOT / "build" / "artifacts"

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from .. import norms
+from ..blocks import seeded
 
 CONVENTIONS = {
     # name: (how the library writes the update, the equivalent PyTorch momentum for a given m)
@@ -130,8 +131,8 @@ class InputDrift:
 def mlp(norm: str = "none", depth: int = 4, width: int = 64, act: str = "tanh", seed: int = 0,
         noise: float = 2.0) -> nn.Sequential:
     """64 pixels -> depth x [Linear -> norm -> act] -> 10 logits.
-    norm: none / bn / gn (8 groups) / ln / bn_noise (BN followed by ``NoisyShift(noise)``)."""
-    torch.manual_seed(seed)
+    norm: none / bn / gn (8 groups) / ln / bn_noise (BN followed by ``NoisyShift(noise)``).
+    The weights come from ``seed``; torch's global random stream is left where it was."""
     makers = {"none": lambda c, i: nn.Identity(), "bn": lambda c, i: nn.BatchNorm1d(c),
             "gn": lambda c, i: nn.GroupNorm(8, c), "ln": lambda c, i: nn.LayerNorm(c),
             "bn_noise": lambda c, i: nn.Sequential(nn.BatchNorm1d(c), NoisyShift(c, noise, seed=1000 * seed + i))}
@@ -140,10 +141,11 @@ def mlp(norm: str = "none", depth: int = 4, width: int = 64, act: str = "tanh", 
     make = makers[norm]
     acts = {"tanh": nn.Tanh, "relu": nn.ReLU}
     layers, d = [], 64
-    for i in range(depth):
-        layers += [nn.Linear(d, width), make(width, i), acts[act]()]
-        d = width
-    return nn.Sequential(*layers, nn.Linear(d, 10))
+    with seeded(seed):
+        for i in range(depth):
+            layers += [nn.Linear(d, width), make(width, i), acts[act]()]
+            d = width
+        return nn.Sequential(*layers, nn.Linear(d, 10))
 
 
 def fold_batchnorm(linear: nn.Linear, bn: nn.BatchNorm1d) -> nn.Linear:
