@@ -293,7 +293,7 @@ try {
   box.dataset.ready = "1";
   // The front-end shows the source itself (contract); the host's badge stays only where it does not.
   requestAnimationFrame(() => {
-    if (view.textContent.includes("预先计算的网格")) box.querySelector(":scope > .normlab-web-badge").hidden = true;
+    if (view.textContent.includes("预先计算的网格")) box.querySelector(":scope > .normlab-web-badge").style.display = "none";
   });
 } catch (err) { failed(err); }
 """

@@ -1,0 +1,358 @@
+"""The widgets' browser front-ends in Chromium (issue 17): with no kernel in the built book and the
+slides (a precomputed grid in the page, opened from file:// and from a plain static server), and
+through the kernel in JupyterLab.
+
+Every check reads the page: the grid and the spec the page embeds (normlab/widgets/web_host.py's
+static fragment), the controls by their <label>, and what the front-end drew through the data
+attributes of the contract (explorer cells: data-cell, data-group, class selected/same; gradflow
+curves: data-last-grad, data-last-act). A control change must change the picture and the picture
+must be the grid's entry for the new control state.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+from conftest import serve
+
+ROOT = Path(__file__).resolve().parent.parent
+BOOK = ROOT / "build" / "book" / "html"
+SLIDES = ROOT / "build" / "slides"
+GRID_BADGE = "预先计算的网格"
+LIVE_BADGE = "实时计算"
+
+# --- reading a static widget ---------------------------------------------------------------------
+
+# The grid, spec and controls a fragment embeds (gzip-compressed grids are unpacked in the page).
+READ_FRAGMENT = """async (box) => {
+  const part = (cls) => box.querySelector(':scope > script.normlab-web-' + cls);
+  let text = part('grid').textContent;
+  if (part('grid').dataset.encoding === 'gzip-base64') {
+    const bytes = Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
+    text = await new Response(new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'))).text();
+  }
+  return { grid: JSON.parse(text), spec: JSON.parse(part('spec').textContent),
+           controls: JSON.parse(part('controls').textContent) };
+}"""
+
+# The native control of a spec entry: the one its <label> (Chinese + English term) is for.
+FIND_CONTROL = """(box, c) => {
+  const view = box.querySelector('.normlab-web-view') || box;
+  const byLabel = Array.from(view.querySelectorAll('label')).find(l => l.control && l.textContent.includes(c.label));
+  return (byLabel && byLabel.control) || view.querySelector(`[name="${c.name}"], [data-control="${c.name}"]`);
+}"""
+
+# Set a control as a user would (value, then input and change events); returns the time in ms
+# from the input event to the next animation frame after the picture changed, or -1.
+SET_CONTROL = """async ([box, c, value]) => {
+  const el = (%s)(box, c);
+  if (!el) throw new Error('no control for ' + c.name);
+  const view = box.querySelector('.normlab-web-view') || box;
+  const before = view.innerHTML;
+  el.value = String(value);
+  const t0 = performance.now();
+  el.dispatchEvent(new Event('input', { bubbles: true }));
+  el.dispatchEvent(new Event('change', { bubbles: true }));
+  for (let i = 0; i < 60; i++) {
+    await new Promise((r) => requestAnimationFrame(r));
+    if (view.innerHTML !== before) return performance.now() - t0;
+  }
+  return -1;
+}""" % FIND_CONTROL
+
+
+def key_of(controls: dict, spec: dict) -> str:
+    return "|".join(str(controls[n]) for n in spec["control_order"])
+
+
+def control_values(c: dict) -> list:
+    """Every value a control takes: a select's options, a range's steps."""
+    if c.get("kind") == "select":
+        return [o[0] for o in c["options"]]
+    return list(range(int(c["min"]), int(c["max"]) + 1, int(c.get("step", 1) or 1)))
+
+
+def watch(page) -> list[str]:
+    """Record console errors, page errors, failed requests and any request leaving 127.0.0.1/file."""
+    problems: list[str] = []
+    page.on("console", lambda m: problems.append(f"console: {m.text}") if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(f"pageerror: {e}"))
+    page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
+
+    def request(r):
+        u = urlparse(r.url)
+        if u.scheme not in ("file", "data", "blob", "about") and u.hostname != "127.0.0.1":
+            problems.append(f"network: {r.url}")
+    page.on("request", request)
+    return problems
+
+
+def widgets(page):
+    """The static widgets on a page, once each has rendered (or failed)."""
+    page.wait_for_function("""() => Array.from(document.querySelectorAll('.normlab-web'))
+        .every(b => b.dataset.ready === '1' || b.querySelector('.normlab-web-failed'))""", timeout=20000)
+    return page.locator(".normlab-web").element_handles()
+
+
+def badge_text(box) -> str:
+    return box.evaluate("b => Array.from(b.querySelectorAll('*')).filter(e => e.offsetParent !== null || "
+                        "getComputedStyle(e).position === 'fixed').map(e => e.textContent).join(' ')")
+
+
+# --- what a front-end drew, per widget ---------------------------------------------------------------
+
+def drawn_toy(box) -> dict:
+    return {"bars": box.evaluate("b => Array.from(b.querySelectorAll('svg rect')).map(r => Number(r.dataset.value))")}
+
+
+def check_toy(box, entry: dict) -> None:
+    assert drawn_toy(box)["bars"] == entry["bars"]
+
+
+def drawn_explorer(box) -> dict:
+    return box.evaluate("""b => {
+      const cells = Array.from(b.querySelectorAll('[data-cell]'));
+      const sel = cells.filter(c => c.classList.contains('selected'));
+      return { n: cells.length, selected: sel.map(c => c.dataset.cell),
+               group: sel.length ? sel[0].dataset.group : null,
+               lit: cells.filter(c => c.classList.contains('selected') || c.classList.contains('same')).map(c => c.dataset.cell).sort(),
+               same_group: sel.length ? cells.filter(c => c.dataset.group === sel[0].dataset.group).map(c => c.dataset.cell).sort() : [],
+               groups: Object.fromEntries(cells.map(c => [c.dataset.cell, c.dataset.group])) };
+    }""")
+
+
+def check_explorer(box, entry: dict) -> None:
+    """The highlighted cells are exactly the selected element's group, and every cell's group is the
+    grid's (``entry['groups']``: the group id of each cell in the order of ``entry['cells']``, or a
+    {cell: group} mapping)."""
+    d = drawn_explorer(box)
+    assert d["n"] > 0 and len(d["selected"]) == 1, d["selected"]
+    assert d["lit"] == d["same_group"], "the highlighted cells are not the selected cell's group"
+    expected = grid_groups(entry)
+    if expected is not None:
+        assert d["groups"] == expected, "the drawn groups differ from the grid's"
+
+
+def grid_groups(entry: dict) -> dict | None:
+    """{"n,c,k": "g"} from a grid entry, in whichever of the plain shapes the explorer sends."""
+    groups = entry.get("groups")
+    if isinstance(groups, dict):
+        return {str(k): str(v) for k, v in groups.items()}
+    if isinstance(groups, list) and isinstance(entry.get("cells"), list):
+        return {",".join(map(str, c)) if isinstance(c, list) else str(c): str(g) for c, g in zip(entry["cells"], groups)}
+    return None
+
+
+def drawn_gradflow(box) -> dict:
+    return box.evaluate("""b => ({
+      grad: Array.from(b.querySelectorAll('[data-last-grad]')).map(e => Number(e.dataset.lastGrad)),
+      act: Array.from(b.querySelectorAll('[data-last-act]')).map(e => Number(e.dataset.lastAct)) })""")
+
+
+def check_gradflow(box, entry: dict) -> None:
+    """The last point of the drawn gradient and activation curves is the grid's last value."""
+    d = drawn_gradflow(box)
+    assert d["grad"] and d["act"], "no curve carries data-last-grad / data-last-act"
+    grad = entry.get("grad_norm") or entry.get("grad")
+    act = entry.get("act_std") or entry.get("act")
+    if grad:
+        assert d["grad"][0] == pytest.approx(grad[-1], rel=1e-3)
+    if act:
+        assert d["act"][0] == pytest.approx(act[-1], rel=1e-3)
+
+
+CHECKS = {"_toy": (check_toy, drawn_toy), "explorer": (check_explorer, drawn_explorer),
+          "gradflow": (check_gradflow, drawn_gradflow)}
+
+
+def exercise(page, box, artifacts: Path, shot: str, per_control: int = 3) -> int:
+    """Change every control of one static widget through some of its values; after each change the
+    drawn picture must change (when the grid's entry differs) and match the grid. Returns the number
+    of interactions checked."""
+    name = box.get_attribute("data-widget")
+    check, drawn = CHECKS[name]
+    frag = box.evaluate(READ_FRAGMENT)
+    grid, spec, controls = frag["grid"], frag["spec"], dict(frag["controls"])
+    assert GRID_BADGE in badge_text(box), f"{shot}: the widget does not say {GRID_BADGE}"
+    check(box, grid[key_of(controls, spec)])
+    done = 0
+    for c in spec["controls"]:
+        values = [v for v in control_values(c) if v != controls[c["name"]]]
+        picks = values if len(values) <= per_control else [values[i * (len(values) - 1) // (per_control - 1)]
+                                                             for i in range(per_control)]
+        for v in picks:
+            new = dict(controls, **{c["name"]: v})
+            entry = grid.get(key_of(new, spec))
+            before = drawn(box)
+            ms = page.evaluate(SET_CONTROL, [box, c, v])
+            controls = new
+            if entry is None or "__error__" in entry:      # refused or absent: an error shows, the picture stays
+                msg = entry["__error__"] if entry else "不在预先计算的网格里"
+                page.wait_for_function("([b, m]) => b.textContent.includes(m)", arg=[box, msg[:12]], timeout=5000)
+                continue
+            check(box, entry)
+            if drawn(box) != before:
+                assert ms >= 0, f"{shot}: {c['name']}={v}: the picture changed after no frame"
+            done += 1
+        box.scroll_into_view_if_needed()
+    page.screenshot(path=str(artifacts / f"{shot}.png"), full_page=False)
+    return done
+
+
+# --- the toy front-end in a generated page (the host alone, before any real widget) -----------------
+
+@pytest.fixture(scope="module")
+def toy_page(tmp_path_factory):
+    """A page with two toy widgets (one with a compressed grid), as the book would embed them."""
+    from test_web_host import Toy
+
+    d = tmp_path_factory.mktemp("toy")
+    a, b = Toy(), Toy(n=2, color="blue")
+    from normlab.widgets.web_host import static_html
+    body = (static_html("_toy", a.spec, a.static_grid(), a.controls, compress=False)
+            + "<p>中间的段落</p>"
+            + static_html("_toy", b.spec, b.static_grid(), b.controls, compress=True))
+    (d / "toy.html").write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>toy</title><link rel='icon' href='data:,'></head>"
+                                f"<body>{body}</body></html>", encoding="utf-8")
+    return d
+
+
+@pytest.mark.parametrize("via", ["file", "server"])
+def test_toy_widgets_work_with_no_kernel(browser, toy_page, artifacts, via):
+    if via == "file":
+        url, server = (toy_page / "toy.html").as_uri(), None
+    else:
+        base, server = serve(toy_page)
+        url = f"{base}/toy.html"
+    try:
+        page = browser.new_page(viewport={"width": 1000, "height": 700})
+        problems = watch(page)
+        page.goto(url, wait_until="load")
+        boxes = widgets(page)
+        assert len(boxes) == 2 and len({b.get_attribute("id") for b in boxes}) == 2
+        for i, box in enumerate(boxes):
+            assert exercise(page, box, artifacts, f"widgets_toy_{via}_{i}") >= 4
+            assert float(box.evaluate("b => b.querySelector('.normlab-web-view').dataset.lastUpdateMs")) >= 0
+        # a refused setting: the error shows and the last picture stays
+        box = boxes[0]
+        bars = drawn_toy(box)
+        c = {"name": "color", "label": "颜色 (color)", "kind": "select"}
+        page.evaluate(SET_CONTROL, [box, c, "none"])
+        assert "颜色不能是 none" in box.inner_text() and drawn_toy(box) == bars
+        page.close()
+        assert not problems, problems
+    finally:
+        if server:
+            server.shutdown()
+
+
+# --- the built book and slides -----------------------------------------------------------------------
+
+def pages_with_widgets(folder: Path, pattern: str) -> list[Path]:
+    return sorted(p for p in folder.glob(pattern) if 'class="normlab-web"' in p.read_text(encoding="utf-8"))
+
+
+def real_widgets(page) -> list:
+    return [b for b in widgets(page) if b.get_attribute("data-widget") in ("explorer", "gradflow")]
+
+
+@pytest.mark.parametrize("via", ["file", "server"])
+def test_book_widgets_work_with_no_kernel(browser, book_url, artifacts, via):
+    pages = pages_with_widgets(BOOK / "notebooks", "*.html")
+    names = {p.stem for p in pages}
+    assert {"01_residuals", "02_batchnorm", "03_layernorm", "06_placement"} <= names, names
+    for path in pages:
+        url = path.as_uri() if via == "file" else f"{book_url}/notebooks/{path.name}"
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        problems = watch(page)
+        page.goto(url, wait_until="load")
+        boxes = real_widgets(page)
+        assert boxes, f"{path.stem}: no widget rendered"
+        assert not page.locator(".normlab-web-failed").count(), page.locator(".normlab-web-failed").first.inner_text()
+        for i, box in enumerate(boxes):
+            assert exercise(page, box, artifacts, f"widgets_book_{via}_{path.stem}_{i}") >= 1
+        if via == "server":
+            explorer_arrow_keys(page, boxes, artifacts, f"widgets_book_{path.stem}")
+        page.close()
+        assert not problems, f"{path.stem}: {problems}"
+
+
+def explorer_arrow_keys(page, boxes, artifacts: Path, shot: str) -> None:
+    """Arrow keys move the explorer's selected cell; the highlight follows the new cell's group."""
+    for box in boxes:
+        if box.get_attribute("data-widget") != "explorer":
+            continue
+        before = drawn_explorer(box)["selected"]
+        box.evaluate("""b => { const f = b.querySelector('[tabindex]:not([tabindex="-1"])') || b.querySelector('.selected');
+                               if (f) f.focus(); }""")
+        moved = False
+        for key in ("ArrowRight", "ArrowDown", "ArrowLeft", "ArrowUp"):
+            page.keyboard.press(key)
+            page.wait_for_timeout(50)
+            after = drawn_explorer(box)
+            if after["selected"] != before:
+                assert after["lit"] == after["same_group"]
+                moved = True
+                break
+        assert moved, f"{shot}: no arrow key moved the selected cell"
+        page.screenshot(path=str(artifacts / f"{shot}_arrows.png"))
+
+
+def test_slides_widgets_work_with_no_kernel(browser, slides_url, artifacts):
+    decks = pages_with_widgets(SLIDES, "*.slides.html")
+    assert {"01_residuals", "03_layernorm", "06_placement"} <= {p.name.split(".")[0] for p in decks}
+    for path in decks:
+        stem = path.name.split(".")[0]
+        for url in (path.as_uri(), f"{slides_url}/{path.name}"):
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            problems = watch(page)
+            page.goto(url, wait_until="load")
+            page.wait_for_selector(".reveal.ready", timeout=15000)
+            boxes = real_widgets(page)
+            assert boxes, f"{stem}: no widget rendered"
+            for i, box in enumerate(boxes):
+                # show the widget's slide (reveal.js hides the others)
+                page.evaluate("""b => { const s = b.closest('section'); const idx = Reveal.getIndices(s);
+                                        Reveal.slide(idx.h, idx.v); }""", box)
+                page.wait_for_timeout(200)
+                kind = "file" if url.startswith("file:") else "server"
+                assert exercise(page, box, artifacts, f"widgets_slides_{kind}_{stem}_{i}") >= 1
+            page.close()
+            assert not problems, f"{stem}: {problems}"
+
+
+# --- JupyterLab: the same front-end, through the kernel --------------------------------------------
+
+LAB_NOTEBOOKS = ["03_layernorm", "01_residuals"]
+
+
+@pytest.mark.parametrize("name", LAB_NOTEBOOKS)
+def test_lab_widget_redraws_through_the_kernel(browser, lab, artifacts, name):
+    from test_browser_lab import errors_in, run_all
+
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    problems = watch(page)
+    run_all(page, lab, name)
+    assert not errors_in(page), errors_in(page)
+    view = page.locator(".jp-OutputArea-output .normlab-live, .jp-OutputArea-output:has(select, input[type=range])").first
+    view.wait_for(timeout=30000)
+    view.scroll_into_view_if_needed()
+    assert LIVE_BADGE in view.inner_text(), f"{name}: the widget does not say {LIVE_BADGE}"
+    first = view.locator("select").first
+    options = first.evaluate("s => Array.from(s.options).map(o => o.value)")
+    current = first.input_value()
+    before = view.inner_html()
+    page.screenshot(path=str(artifacts / f"widgets_lab_{name}_before.png"))
+    target = next(v for v in options if v != current)
+    first.select_option(target)
+    # the kernel answers with new data: the picture changes (the browser alone cannot draw it)
+    page.wait_for_function("([el, before]) => el.innerHTML !== before", arg=[view.element_handle(), before], timeout=30000)
+    page.wait_for_selector(".jp-StatusBar-TextItem:has-text('| Idle')", timeout=60000)
+    page.screenshot(path=str(artifacts / f"widgets_lab_{name}_after.png"))
+    assert not errors_in(page), errors_in(page)
+    page.close()
+    assert not [p for p in problems if p.startswith("network")], problems
