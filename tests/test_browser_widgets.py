@@ -11,7 +11,7 @@ must be the grid's entry for the new control state.
 
 from __future__ import annotations
 
-import re
+import sys
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -24,6 +24,7 @@ BOOK = ROOT / "build" / "book" / "html"
 SLIDES = ROOT / "build" / "slides"
 GRID_BADGE = "预先计算的网格"
 LIVE_BADGE = "实时计算"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 # --- reading a static widget ---------------------------------------------------------------------
 
@@ -250,6 +251,92 @@ def test_toy_widgets_work_with_no_kernel(browser, toy_page, artifacts, via):
             server.shutdown()
 
 
+# --- the toy through the book's own executor, Jupyter Book and the slides' exporter -----------------
+
+TOY_CELL = """from normlab.widgets.web_host import WebWidget
+
+spec = {"title": "玩具 toy", "controls": [
+    {"name": "n", "label": "条数 (bars)", "kind": "range", "min": 1, "max": 5, "step": 1},
+    {"name": "color", "label": "颜色 (color)", "kind": "select", "options": [["red", "红 red"], ["blue", "蓝 blue"]]}]}
+toy = WebWidget("_toy", spec=spec, controls={"n": 3, "color": "red"},
+                compute=lambda c: {"bars": list(range(1, c["n"] + 1)), "color": c["color"]},
+                grid_controls=lambda: [{"n": n, "color": c} for n in range(1, 6) for c in ("red", "blue")])
+toy"""
+
+
+@pytest.fixture(scope="module")
+def toy_site(tmp_path_factory):
+    """A one-notebook book and deck built the way tools/book.py builds the course's: the notebook
+    executed by book.execute_all (NORMLAB_STATIC=1), staged with static_widgets, built by Sphinx
+    with the book's settings, and exported by the slides' exporter."""
+    import nbformat
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import book
+
+    d = tmp_path_factory.mktemp("toysite")
+    header = (ROOT / "notebooks" / "00_course_map.md").read_text(encoding="utf-8").split("---", 2)[1]
+    src = d / "99_toy.md"
+    src.write_text(f"---{header}---\n\n# 玩具\n\n```{{code-cell}} ipython3\n{TOY_CELL}\n```\n", encoding="utf-8")
+    executed = book.EXECUTED / "99_toy.ipynb"
+    try:
+        book.execute_all(jobs=1, srcs=[src])
+        nb = nbformat.read(executed, 4)
+    finally:
+        executed.unlink(missing_ok=True)
+    outputs = [o for c in nb.cells for o in c.get("outputs", [])]
+    assert any("normlab-web" in o.get("data", {}).get("text/html", "") for o in outputs), outputs
+    assert not any(WIDGET_VIEW in o.get("data", {}) for o in outputs)
+
+    site = d / "book"
+    (site / "notebooks").mkdir(parents=True)
+    (site / "_static").mkdir()
+    (site / "_extra").mkdir()
+    for name in ("_config.yml", "favicon.png"):
+        (site / name).write_bytes((ROOT / "book" / name).read_bytes())
+    (site / "_static" / "normlab.js").write_text(book.THEME_JS)
+    (site / "intro.md").write_text("# 首页\n\n[玩具](notebooks/99_toy)\n")
+    book.static_widgets(nb)
+    nbformat.write(nb, site / "notebooks" / "99_toy.ipynb")
+    (site / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: notebooks/99_toy\n")
+    book.write_sphinx_conf(site)
+    assert book.sphinx_build(site, site / "html") == 0
+
+    slides = d / "slides"
+    slides.mkdir()
+    book.copy_slide_vendor(slides)
+    (slides / "99_toy.slides.html").write_text(book.slides_html(book.slides_exporter(), nb), encoding="utf-8")
+    return site / "html", slides
+
+
+@pytest.mark.parametrize("where", ["book-file", "book-server", "slides-file", "slides-server"])
+def test_toy_notebook_through_the_book_and_the_slides(browser, toy_site, artifacts, where):
+    html, slides = toy_site
+    folder, rel = (html, "notebooks/99_toy.html") if where.startswith("book") else (slides, "99_toy.slides.html")
+    server = None
+    if where.endswith("file"):
+        url = (folder / rel).as_uri()
+    else:
+        base, server = serve(folder)
+        url = f"{base}/{rel}"
+    try:
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        problems = watch(page)
+        page.goto(url, wait_until="load")
+        if where.startswith("slides"):
+            page.wait_for_selector(".reveal.ready", timeout=15000)
+            page.locator(".normlab-web").first.scroll_into_view_if_needed()   # reveal.js's scroll view
+            page.wait_for_timeout(200)
+        boxes = widgets(page)
+        assert len(boxes) == 1
+        assert exercise(page, boxes[0], artifacts, f"widgets_toy_{where}") >= 4
+        page.close()
+        assert not problems, problems
+    finally:
+        if server:
+            server.shutdown()
+
+
 # --- the built book and slides -----------------------------------------------------------------------
 
 def pages_with_widgets(folder: Path, pattern: str) -> list[Path]:
@@ -315,9 +402,7 @@ def test_slides_widgets_work_with_no_kernel(browser, slides_url, artifacts):
             boxes = real_widgets(page)
             assert boxes, f"{stem}: no widget rendered"
             for i, box in enumerate(boxes):
-                # show the widget's slide (reveal.js hides the others)
-                page.evaluate("""b => { const s = b.closest('section'); const idx = Reveal.getIndices(s);
-                                        Reveal.slide(idx.h, idx.v); }""", box)
+                box.scroll_into_view_if_needed()     # reveal.js's scroll view shows the widget's slide
                 page.wait_for_timeout(200)
                 kind = "file" if url.startswith("file:") else "server"
                 assert exercise(page, box, artifacts, f"widgets_slides_{kind}_{stem}_{i}") >= 1

@@ -34,6 +34,9 @@ BOOK_OUT = BUILD / "book"
 SLIDES_OUT = BUILD / "slides"
 VENDOR = ROOT / "book" / "vendor"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+# The course's widgets (normlab.widgets.web_host) show their browser front-end over a precomputed grid
+# when NORMLAB_STATIC=1 is set for the kernels (text/html, which myst-nb and nbconvert both prefer to
+# the image/png beside it). A plain ipywidgets output left over (e.g. an interact()) becomes this note.
 WIDGET_NOTE = ('<div class="normlab-widget-note">交互控件 (widget)：在 JupyterLab 中运行本 notebook '
                '即可拖动操作（<code>python3 run.py course</code>）；网页版请看同一节的静态图。</div>')
 
@@ -42,13 +45,19 @@ WIDGET_NOTE = ('<div class="normlab-widget-note">交互控件 (widget)：在 Jup
 # (run.py test sets Agg for pytest) would reach the kernels and make plt.show() draw nothing, so the
 # book and the slides would have no figures: the executors always get the inline backend.
 KERNEL_BACKEND = "module://matplotlib_inline.backend_inline"
-EXEC_VERSION = "inline-figures-1"   # part of the hash: executions made under another setup are redone
+EXEC_VERSION = "static-widgets-1"   # part of the hash: executions made under another setup are redone
+
+
+def hashed_files() -> list[Path]:
+    """What an execution depends on besides the notebook: normlab's code and the widgets' front-ends
+    (their ES modules and CSS are inlined into the static widgets' outputs)."""
+    return sorted(f for f in (ROOT / "normlab").rglob("*") if f.suffix in (".py", ".js", ".css") and f.is_file())
 
 
 def source_hash(src: Path) -> str:
     """Hash of the notebook source and all of normlab: an unchanged hash needs no re-execution."""
     h = hashlib.sha256(src.read_bytes() + EXEC_VERSION.encode())
-    for f in sorted((ROOT / "normlab").rglob("*.py")):
+    for f in hashed_files():
         h.update(f.read_bytes())
     return h.hexdigest()
 
@@ -77,7 +86,9 @@ def execute_all(jobs: int = 2, srcs: list[Path] | None = None) -> list[Path]:
         todo.append(src)
 
     # Two executors at once: idle OpenMP threads must sleep, not spin (see tools/notebooks.py).
-    env = dict(os.environ, MPLBACKEND=KERNEL_BACKEND, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "PASSIVE"))
+    # NORMLAB_STATIC=1: the widgets display their static, precomputed-grid version (web_host.mimebundle).
+    env = dict(os.environ, MPLBACKEND=KERNEL_BACKEND, NORMLAB_STATIC="1",
+               OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "PASSIVE"))
 
     logs = ROOT / "build" / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -110,12 +121,16 @@ def execute_all(jobs: int = 2, srcs: list[Path] | None = None) -> list[Path]:
 
 
 def static_widgets(nb: nbformat.NotebookNode) -> None:
-    """Replace live widget outputs (which need a kernel) by a note; the static figures stay."""
+    """Replace the live widget outputs left (plain ipywidgets, which need a kernel) by a note; the
+    course's widgets are already static (text/html over a grid), the figures stay."""
     nb.metadata.pop("widgets", None)
     for cell in nb.cells:
         for i, out in enumerate(cell.get("outputs", [])):
             if WIDGET_MIME in out.get("data", {}):
                 cell.outputs[i] = nbformat.v4.new_output("display_data", data={"text/html": WIDGET_NOTE})
+
+
+THEME_JS = 'if (!document.documentElement.dataset.mode) { document.documentElement.dataset.mode = "light"; }\n'
 
 
 def stage_book() -> Path:
@@ -133,8 +148,7 @@ def stage_book() -> Path:
         shutil.copy(ROOT / "book" / name, BOOK_SRC / name)
     shutil.copytree(VENDOR / "mathjax", BOOK_SRC / "_extra" / "mathjax")
     # The theme logs a console error when no light/dark mode was ever chosen: default to light.
-    (BOOK_SRC / "_static" / "normlab.js").write_text(
-        'if (!document.documentElement.dataset.mode) { document.documentElement.dataset.mode = "light"; }\n')
+    (BOOK_SRC / "_static" / "normlab.js").write_text(THEME_JS)
     chapters = []
     for path in notebooks:
         nb = nbtools.without_teacher_notes(nbformat.read(path, 4))   # notes are for the slides only
@@ -182,7 +196,31 @@ def build_book() -> Path:
         raise SystemExit(f"[normlab] the book build failed (exit {code}): see the warnings above")
     index = html / "index.html"
     print(f"[normlab] book built in {time.time() - t0:.0f} s -> {index.relative_to(ROOT)}")
+    report_weight(html)
     return index
+
+
+def page_weight(html: Path) -> tuple[int, int, Path]:
+    """(total bytes of the built book, bytes of its largest page, that page)."""
+    files = [f for f in html.rglob("*") if f.is_file()]
+    pages = [f for f in files if f.suffix == ".html"]
+    largest = max(pages, key=lambda f: f.stat().st_size)
+    return sum(f.stat().st_size for f in files), largest.stat().st_size, largest
+
+
+def report_weight(html: Path) -> str:
+    """Print the book's weight (everything a reader may load: pages, MathJax, theme) and keep the line
+    in build/logs/book.log."""
+    total, largest, page = page_weight(html)
+    widgets = sum(p.read_text(encoding="utf-8").count('class="normlab-web"') for p in html.rglob("*.html"))
+    line = (f"[normlab] book weight: {total / 2**20:.1f} MiB in all; largest page {page.relative_to(html)} "
+            f"{largest / 2**20:.2f} MiB; {widgets} static widget(s)")
+    print(line)
+    logs = ROOT / "build" / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    with open(logs / "book.log", "a", encoding="utf-8") as log:
+        log.write(time.strftime("%Y-%m-%d %H:%M:%S ") + line + "\n")
+    return line
 
 
 def slide_types(nb: nbformat.NotebookNode) -> None:
@@ -206,44 +244,60 @@ def slide_types(nb: nbformat.NotebookNode) -> None:
             meta["slide_type"] = "-"
 
 
-def build_slides() -> list[Path]:
+def slides_exporter():
+    """nbconvert's reveal.js exporter, set for the vendored, offline copies under vendor/."""
     from nbconvert import SlidesExporter
-
-    notebooks = execute_all()
-    SLIDES_OUT.mkdir(parents=True, exist_ok=True)
-
-    shutil.copytree(VENDOR, SLIDES_OUT / "vendor", dirs_exist_ok=True)
-    shutil.copy(ROOT / "book" / "favicon.png", SLIDES_OUT / "vendor" / "favicon.png")
     from nbconvert.preprocessors import TagRemovePreprocessor
     from traitlets.config import Config
 
     config = Config()
     config.TagRemovePreprocessor.remove_input_tags = ("slides-hide-input",)
     config.SlidesExporter.preprocessors = [TagRemovePreprocessor]
-    exporter = SlidesExporter(
+    return SlidesExporter(
         config=config,
         reveal_url_prefix="vendor/reveal.js", require_js_url="vendor/require.js",
         jquery_url="vendor/jquery.min.js", mathjax_url="vendor/mathjax/tex-mml-chtml.js",
         mermaid_js_url="./vendor/mermaid-stub.js", mermaid_layout_elk_js_url="",
         reveal_theme="white", reveal_transition="none", reveal_scroll=True,
         reveal_width="1280", reveal_height="800", exclude_input_prompt=True, exclude_output_prompt=True)
+
+
+def slides_html(exporter, nb: nbformat.NotebookNode) -> str:
+    """One executed notebook as a reveal.js deck (static widgets, default slide layout, MathJax 3)."""
+    static_widgets(nb)
+    slide_types(nb)
+    body, _ = exporter.from_notebook_node(nb)
+    head = f'<link rel="icon" href="vendor/favicon.png"><style>{SLIDE_CSS}</style></head>'
+    body = body.replace("</head>", head, 1)
+    mathjax_tag = '<script src="vendor/mathjax/tex-mml-chtml.js">'
+    assert mathjax_tag in body and MATHJAX2_HOOK.search(body), "nbconvert's reveal template changed"
+    body = body.replace(mathjax_tag, MATHJAX3_CONFIG + mathjax_tag, 1)  # config must come first
+    # The template imports mermaid (here a stub) as a module script from a file: from file:// Chromium
+    # refuses that import (CORS) and logs an error. The course draws no mermaid diagram: drop it.
+    body, n = MERMAID_IMPORT.subn("", body, count=1)
+    assert n == 1, "nbconvert's reveal template changed (mermaid import)"
+    return MATHJAX2_HOOK.sub("var update = function(event){};", body, count=1)
+
+
+def copy_slide_vendor(out: Path) -> None:
+    shutil.copytree(VENDOR, out / "vendor", dirs_exist_ok=True)
+    shutil.copy(ROOT / "book" / "favicon.png", out / "vendor" / "favicon.png")
+
+
+def build_slides() -> list[Path]:
+    notebooks = execute_all()
+    SLIDES_OUT.mkdir(parents=True, exist_ok=True)
+    copy_slide_vendor(SLIDES_OUT)
+    exporter = slides_exporter()
     written = []
     for path in notebooks:
-        nb = nbformat.read(path, 4)
-        static_widgets(nb)
-        slide_types(nb)
-        body, _ = exporter.from_notebook_node(nb)
-        head = f'<link rel="icon" href="vendor/favicon.png"><style>{SLIDE_CSS}</style></head>'
-        body = body.replace("</head>", head, 1)
-        mathjax_tag = '<script src="vendor/mathjax/tex-mml-chtml.js">'
-        assert mathjax_tag in body and MATHJAX2_HOOK.search(body), "nbconvert's reveal template changed"
-        body = body.replace(mathjax_tag, MATHJAX3_CONFIG + mathjax_tag, 1)  # config must come first
-        body = MATHJAX2_HOOK.sub("var update = function(event){};", body, count=1)
         out = SLIDES_OUT / (path.stem + ".slides.html")
-        out.write_text(body, encoding="utf-8")
+        out.write_text(slides_html(exporter, nbformat.read(path, 4)), encoding="utf-8")
         written.append(out)
     print(f"[normlab] {len(written)} slide deck(s) -> {SLIDES_OUT.relative_to(ROOT)}/ (open one in a browser; "
           f"press S for speaker notes)")
+    largest = max(written, key=lambda f: f.stat().st_size)
+    print(f"[normlab] largest deck {largest.name}: {largest.stat().st_size / 2**20:.2f} MiB")
     return written
 
 
@@ -253,6 +307,7 @@ def build_slides() -> list[Path]:
 MATHJAX3_CONFIG = """<script>window.MathJax = {tex: {inlineMath: [["$", "$"], ["\\\\(", "\\\\)"]],
   displayMath: [["$$", "$$"], ["\\\\[", "\\\\]"]], processEscapes: true}};</script>"""
 MATHJAX2_HOOK = re.compile(r"var update = function\(event\)\{.*?\};", re.S)
+MERMAID_IMPORT = re.compile(r"<script type=\"module\">\s*import mermaid from '[^']*';\s*mermaid\.initialize\([^)]*\);\s*</script>")
 
 # Readable when projected: larger text, figures fill the width, code stays compact.
 SLIDE_CSS = """
@@ -265,6 +320,8 @@ SLIDE_CSS = """
 .reveal .jp-InputArea pre, .reveal .highlight pre, .reveal .jp-OutputArea pre { font-size: 18px; line-height: 1.3; }
 .reveal .jp-OutputArea-output { max-height: 62vh; overflow: auto; }
 .reveal .jp-OutputArea-output table, .reveal .jp-OutputArea-output td, .reveal .jp-OutputArea-output th { font-size: 17px; }
+.reveal .jp-OutputArea-output:has(.normlab-web) { max-height: none; overflow: visible; }
+.reveal .normlab-web, .reveal .normlab-web select, .reveal .normlab-web label { font-size: 20px; }
 """
 
 
