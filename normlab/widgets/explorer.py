@@ -10,15 +10,29 @@ the names of the parts it is built from,
     axes_groups   the reduction behind each norm (stat_lines, element_stats, stat_slots), groups(),
                   describe() -> Selection (the explorer's logic as a pure function)
     dependence    dependence_groups(): the groups read off any layer's Jacobian (the independent check)
-    axes_draw     BlockArtists, draw_blocks, static_grid (the book's figure)
+    axes_draw     BlockArtists, draw_blocks, static_grid (the book's figure of every norm)
+
+The widget is an anywidget (``web_host.WebWidget``): its picture is drawn by the browser
+(``web/explorer.js``) from ``explorer_data(...)``, which Python computes from the real reduction
+(groups, statistics, the layer's output). In JupyterLab the kernel computes it on each control
+change; in the book and the slides the page carries it precomputed for every setting the page
+offers (``grid_controls``), so the same front-end runs without a kernel. The selected cell is
+handled in the browser (same group id = highlighted), so the data never depends on it.
+``png()`` is the matplotlib picture of the current state (print, nbval, the book's figure checks).
 """
 
 from __future__ import annotations
 
 import io
+import itertools
 from collections.abc import Sequence
+from functools import lru_cache
 
+import numpy as np
 import torch
+import traitlets
+from matplotlib.figure import Figure
+from matplotlib.layout_engine import PlaceHolderLayoutEngine
 from torch import Tensor
 
 from .axes_draw import BlockArtists, draw_blocks, static_grid
@@ -26,175 +40,262 @@ from .axes_groups import Selection, describe, element_stats, groups, stat_lines,
 from .axes_layers import (AXES, DEFAULT_SHAPE, LABELS, LAYOUTS, NORMS, axis_sizes, check_input,
                           module_line, normalizer)
 from .dependence import dependence_groups
-from .lazy import LazyWidget, error_html, fixed_figure
+from .web_host import WebWidget, plain
 
 __all__ = ["NORMS", "LAYOUTS", "LABELS", "AXES", "DEFAULT_SHAPE", "AxesExplorer", "Selection", "groups",
            "dependence_groups", "stat_slots", "normalizer", "describe", "stat_lines", "element_stats",
-           "module_line", "static_grid", "draw_blocks", "BlockArtists"]
+           "module_line", "static_grid", "draw_blocks", "BlockArtists", "explorer_data", "SPEC"]
+
+STAT_NAMES = {"mean": "均值 (mean)", "var": "方差 (var)", "rms": "均方根 (RMS)"}
+KIND_LABELS = {"image": "图像 image (N, C, H, W)", "text": "文本 text (B, S, E)"}
+# The size sliders: live range (min, max) and the smaller range the static page precomputes (grid_max).
+DIMS = {
+    "image": [{"name": "N", "label": "批量 N (batch)", "min": 2, "max": 6, "grid_max": 4},
+              {"name": "C", "label": "通道 C (channels)", "min": 2, "max": 6, "grid_max": 6},
+              {"name": "H", "label": "高 H (height)", "min": 1, "max": 4, "grid_max": 3},
+              {"name": "W", "label": "宽 W (width)", "min": 1, "max": 4, "grid_max": 3}],
+    "text": [{"name": "B", "label": "批量 B (batch)", "min": 2, "max": 6, "grid_max": 4},
+             {"name": "S", "label": "序列长度 S (sequence)", "min": 2, "max": 6, "grid_max": 6},
+             {"name": "E", "label": "特征 E (embedding)", "min": 1, "max": 8, "grid_max": 8}],
+}
+
+# What the front-end needs to build its controls (constant). Controls: layout, norm, shape ("4,6,3,3",
+# one slider per axis), num_groups (GroupNorm's G; 0 for every other norm, which has no G) form the
+# grid key; cell ("2,3,1,1", the selected element) and seed (the resample button) travel in
+# ``controls`` too but are not part of the key: neither changes ``data``'s groups, and the grid has seed 0.
+SPEC = {
+    "title": "轴浏览器 (axes explorer)：哪些元素共用同一组统计量",
+    "control_order": ["layout", "norm", "shape", "num_groups"],
+    "controls": [
+        {"name": "layout", "label": "布局 (layout)", "kind": "select",
+         "options": [[k, v] for k, v in KIND_LABELS.items()]},
+        {"name": "norm", "label": "归一化 (norm)", "kind": "select", "options": [[n, LABELS[n]] for n in NORMS]},
+        {"name": "shape", "label": "形状 (shape)", "kind": "range", "parts": DIMS},
+        {"name": "num_groups", "label": "组数 G (num_groups, GroupNorm)", "kind": "select",
+         "options": "divisors of the channel count (C or E); 0 when the norm is not GroupNorm"},
+    ],
+    "dims": DIMS,
+    "default_shape": {k: list(v) for k, v in DEFAULT_SHAPE.items()},
+    "axes": {k: list(v) for k, v in AXES.items()},
+    "channel_axis": {"image": 1, "text": 2},
+    "stat_names": STAT_NAMES,
+    "text": {
+        "cell": "选中格子 (cell)", "group": "所在组 (group)", "groups": "（共 {n} 组 groups）",
+        "size": "每组元素 m (group size)", "module": "torch.nn 层 (layer)", "stats": "该组的统计量 (statistics)",
+        "code": "torch 代码 (code)", "value": "x → y", "resample": "重新抽样 x (resample)",
+        "keys": "点格子选择；方向键移动选中格子 (arrow keys move the selection)",
+        "no_g": "只用于 GroupNorm (GroupNorm only)",
+    },
+}
 
 
-def _html_panel(sel: Selection) -> str:
-    a = AXES[sel.layout]
-    stats = "".join(f"<tr><td>{'均值 mean' if k == 'mean' else '方差 var' if k == 'var' else '均方根 RMS'}</td>"
-                    f"<td><b>{v:.4f}</b></td><td><code>{sel.lines[k]}</code></td></tr>" for k, v in sel.stats.items())
-    sizes = ", ".join(f"{k}={v}" for k, v in axis_sizes(sel.layout, sel.shape, sel.num_groups).items()
-                      if k != "G" or sel.norm == "groupnorm")
-    return (f"<div style='font-size:14px;line-height:1.5'>"
-            f"<b>{LABELS[sel.norm]}</b> &nbsp; <code>{sel.module}</code> &nbsp; ({sizes})<br>"
-            f"选中格子 cell {sel.cell}：x = {sel.value:.3f} → y = {sel.output:.3f}<br>"
-            f"这一层一共计算 <b>{sel.n_groups}</b> 组统计量 (groups)，每组 m = <b>{sel.group_size}</b> 个元素 "
-            f"（{' × '.join(a)} 中蓝色的格子）<br>"
-            f"<table>{stats}</table></div>")
+def sample(shape: Sequence[int], seed: int = 0) -> Tensor:
+    """The explorer's random input: N(1, 2²) drawn from ``seed`` (the same tensor for the same shape)."""
+    return torch.randn(tuple(shape), generator=torch.Generator().manual_seed(int(seed))) * 2 + 1
 
 
-class AxesExplorer(LazyWidget):
+def _title(norm: str, num_groups: int, n_groups: int, group_size: int) -> str:
+    g = f" (G={num_groups})" if norm == "groupnorm" else ""
+    return f"{LABELS[norm]}{g}：{n_groups} 组统计量，每组 {group_size} 个元素"
+
+
+@lru_cache(maxsize=256)
+def _data(norm: str, layout: str, shape: tuple[int, ...], num_groups: int, seed: int) -> dict:
+    shape = check_input(norm, layout, shape, num_groups)
+    x = sample(shape, seed)
+    ids = groups(norm, shape, layout, num_groups)                   # the reduction table's slots
+    flat = ids.reshape(-1)
+    counts = torch.bincount(flat)
+    first = torch.tensor([int(torch.nonzero(flat == g)[0]) for g in range(len(counts))])
+    stats = {k: v.reshape(-1)[first] for k, v in element_stats(x, norm, layout, num_groups).items()}
+    with torch.no_grad():
+        y = normalizer(norm, layout, shape, num_groups)(x)        # the real layer (may refuse: ValueError)
+    sizes = axis_sizes(layout, shape, num_groups)
+    return plain({
+        "layout": layout, "norm": norm, "shape": list(shape), "num_groups": num_groups if norm == "groupnorm" else 0,
+        "blocks": [shape[0], shape[1], int(np.prod(shape[2:]))],
+        "ids": flat, "n_groups": len(counts), "group_size": int(counts[0]),
+        "stats": stats, "lines": stat_lines(norm, layout, num_groups), "module": module_line(norm, layout),
+        "x": plain(x.reshape(-1), 3), "y": plain(y.reshape(-1), 3),     # 3 digits: the panel's x -> y
+        "title": _title(norm, num_groups, len(counts), int(counts[0])),
+        "sizes": ", ".join(f"{k}={v}" for k, v in sizes.items() if k != "G" or norm == "groupnorm"),
+    })
+
+
+def explorer_data(norm: str, layout: str, shape: Sequence[int], num_groups: int = 2, seed: int = 0) -> dict:
+    """Everything the front-end draws for one setting (plain JSON; floats to 4 significant digits).
+
+    ids          group id per element, flattened in (N, C, H·W) / (B, S, E) order (``groups``)
+    stats        per group: {"mean": [...], "var": [...]} or {"rms": [...]}, by running ``stat_lines``
+    x, y         the input and the real layer's output per element (training mode, γ=1, β=0)
+    n_groups, group_size, lines (the torch code), module (the torch.nn call), title, sizes, blocks
+    A refused setting raises ValueError with a Chinese message (e.g. G does not divide the channels).
+    """
+    g = int(num_groups) if norm == "groupnorm" else 2
+    return _data(norm, layout, tuple(int(s) for s in shape), g, int(seed))
+
+
+def _shape_text(shape: Sequence[int]) -> str:
+    return ",".join(str(int(s)) for s in shape)
+
+
+def _parse_ints(text, what: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(s) for s in str(text).split(","))
+    except ValueError:
+        raise ValueError(f"{what} 应为逗号分隔的整数，实际收到 {text!r}。({what} must be comma-separated ints.)") from None
+
+
+def _divisors(n: int) -> list[int]:
+    return [g for g in range(1, n + 1) if n % g == 0]
+
+
+class AxesExplorer(WebWidget):
     """Interactive explorer: pick a layout, a norm, sizes and a cell; see who shares its statistics.
 
-    ``AxesExplorer(layout="image")`` or ``layout="text"`` (the widget can switch); show it by
-    leaving it as the last line of a cell, or ``display(explorer.widget)``. ``update(...)``
-    is what every control calls: it recomputes the selection, redraws the persistent figure
-    in place and returns the ``Selection`` (tools/bench_explorer.py times it).
+    ``AxesExplorer(layout="image")`` or ``layout="text"`` (the widget can switch); leave it as the
+    last line of a cell to show it (JupyterLab: the live browser widget; the book and the slides:
+    the same front-end over a precomputed grid; always also a PNG picture). ``update(...)`` changes
+    the state from Python as the controls do and returns the ``Selection``.
     """
+
+    web_name = "explorer"
 
     def __init__(self, layout: str = "image", shape: Sequence[int] | None = None, norm: str = "batchnorm",
                  num_groups: int = 2, cell: Sequence[int] | None = None, seed: int = 0, dpi: int = 80) -> None:
-        shape = check_input(norm, layout, shape or DEFAULT_SHAPE[layout], num_groups)
-        self.layout, self.seed = layout, seed
-        self.state = {"norm": norm, "shape": shape, "num_groups": num_groups,
-                      "cell": tuple(cell) if cell is not None else tuple(s // 2 for s in shape)}
-        self.fig = fixed_figure((9, 3.6), dpi)
-        self.ax = self.fig.add_axes((0, 0, 1, 0.86))
-        self.title = self.fig.text(0.5, 0.97, "", ha="center", va="top", fontsize=14)
-        self._art: BlockArtists | None = None
-        self._x: Tensor | None = None
-        self._busy = False
-        self.selection = self.update()
+        shape = check_input(norm, layout, shape or DEFAULT_SHAPE.get(layout, ()), num_groups)
+        self.seed, self.dpi = int(seed), dpi
+        self.state = {"layout": layout, "norm": norm, "shape": shape, "num_groups": int(num_groups),
+                      "cell": tuple(int(i) for i in cell) if cell is not None else tuple(s // 2 for s in shape)}
+        self._selection: Selection | None = None
+        self._fig: Figure | None = None
+        self._drawn: tuple | None = None
+        self.selection = describe(sample(shape, self.seed), norm, layout, self.state["cell"], num_groups)
+        super().__init__(spec=SPEC, controls=self._controls())
 
+    # --- the data source --------------------------------------------------------------------------
+    def compute(self, controls: dict) -> dict:
+        """``explorer_data`` for a controls dict (what the front-end sends)."""
+        layout, norm = controls["layout"], controls["norm"]
+        shape = _parse_ints(controls["shape"], "shape")
+        return explorer_data(norm, layout, shape, int(controls.get("num_groups") or 2), int(controls.get("seed", 0)))
+
+    def grid_controls(self) -> list[dict]:
+        """Every norm × layout × every size a static page's sliders reach (up to each axis's grid_max),
+        GroupNorm with every G that divides the channels; seed 0, the middle cell."""
+        out = []
+        for layout in LAYOUTS:
+            ranges = [range(d["min"], d["grid_max"] + 1) for d in DIMS[layout]]
+            ch = SPEC["channel_axis"][layout]
+            for shape in itertools.product(*ranges):
+                for norm in NORMS:
+                    gs = _divisors(shape[ch]) if norm == "groupnorm" else [0]
+                    out += [{"layout": layout, "norm": norm, "shape": _shape_text(shape), "num_groups": g}
+                            for g in gs]
+        return out
+
+    # --- state <-> controls ---------------------------------------------------------------------------
+    def _controls(self) -> dict:
+        st = self.state
+        return {"layout": st["layout"], "norm": st["norm"], "shape": _shape_text(st["shape"]),
+                "num_groups": st["num_groups"] if st["norm"] == "groupnorm" else 0,
+                "cell": _shape_text(st["cell"]), "seed": self.seed}
+
+    @traitlets.observe("controls")
+    def _observe_controls(self, change) -> None:
+        """A change from the browser (or ``set_controls``): follow it if it is a valid setting."""
+        c = change["new"]
+        try:
+            state = {"layout": c["layout"], "norm": c["norm"], "shape": _parse_ints(c["shape"], "shape"),
+                     "num_groups": int(c.get("num_groups") or self.state["num_groups"]),
+                     "cell": _parse_ints(c.get("cell", ""), "cell") if c.get("cell") else None}
+            seed = int(c.get("seed", self.seed))
+            if state["cell"] is None or len(state["cell"]) != len(state["shape"]):
+                state["cell"] = tuple(s // 2 for s in state["shape"])
+            state["cell"] = tuple(min(max(i, 0), s - 1) for i, s in zip(state["cell"], state["shape"]))
+            check_input(state["norm"], state["layout"], state["shape"], state["num_groups"])
+        except (ValueError, KeyError, TypeError):
+            return                       # compute() reports it in ``error``; the state stays
+        if (state, seed) != (self.state, self.seed):
+            self.state, self.seed, self._selection = state, seed, None
+
+    # --- the Python API (notebooks, tests) ------------------------------------------------------------
     def tensor(self) -> Tensor:
         """The live random tensor (drawn anew when the shape or the seed changes)."""
-        return self._tensor(self.state["shape"])
+        return sample(self.state["shape"], self.seed)
 
-    def _tensor(self, shape: tuple[int, ...]) -> Tensor:
-        if self._x is None or tuple(self._x.shape) != shape:
-            self._x = torch.randn(shape, generator=torch.Generator().manual_seed(self.seed)) * 2 + 1
-        return self._x
+    @property
+    def layout_name(self) -> str:
+        """"image" or "text" (``layout`` itself is the ipywidgets Layout trait)."""
+        return self.state["layout"]
+
+    @property
+    def selection(self) -> Selection:
+        """The current setting as a ``Selection`` (groups, the chosen cell's group and statistics)."""
+        if self._selection is None:
+            st = self.state
+            self._selection = describe(self.tensor(), st["norm"], st["layout"], st["cell"], st["num_groups"])
+        return self._selection
+
+    @selection.setter
+    def selection(self, sel: Selection) -> None:
+        self._selection = sel
 
     def update(self, **changes) -> Selection:
-        """Apply changes (layout, norm, shape, num_groups, cell, seed), recompute, redraw in place.
-
-        A new layout without a shape starts from that layout's default shape, middle cell and G=2.
-        """
-        if "seed" in changes:
-            self.seed, self._x = int(changes.pop("seed")), None
-        layout = changes.pop("layout", self.layout)
-        if layout != self.layout:
+        """Apply changes (layout, norm, shape, num_groups, cell, seed) as the controls would; returns the
+        ``Selection``. A new layout without a shape starts from that layout's default shape, middle cell
+        and G=2. A refused setting raises ValueError (IndexError for a cell out of range); nothing changes."""
+        seed = int(changes.pop("seed", self.seed))
+        layout = changes.pop("layout", self.state["layout"])
+        if layout != self.state["layout"]:
             changes.setdefault("shape", DEFAULT_SHAPE.get(layout, ()))
             changes.setdefault("cell", tuple(s // 2 for s in changes["shape"]))
             changes.setdefault("num_groups", 2)
-        state = self.state | changes
+        state = self.state | changes | {"layout": layout}
         state["shape"] = check_input(state["norm"], layout, state["shape"], state["num_groups"])
+        state["num_groups"] = int(state["num_groups"])
         state["cell"] = tuple(min(int(i), s - 1) for i, s in zip(state["cell"], state["shape"]))
-        sel = describe(self._tensor(state["shape"]), state["norm"], layout, state["cell"], state["num_groups"])
-        self.layout, self.state = layout, state        # only after it worked
-        if self._art is None or (self._art.layout, self._art.shape) != (layout, sel.shape):
-            self._art = BlockArtists(self.ax, sel.shape, layout, fontsize=12)
-            self._fit_height()
-        self._art.show(sel.group_ids, sel.members, sel.cell)
-        g = f" (G={sel.num_groups})" if sel.norm == "groupnorm" else ""
-        self.title.set_text(f"{LABELS[sel.norm]}{g}：{sel.n_groups} 组统计量，每组 {sel.group_size} 个元素")
-        self.selection = sel
-        if self.shown:
-            self._image.value = self.png()
-            self._panel.value = _html_panel(sel)
+        sel = describe(sample(state["shape"], seed), state["norm"], layout, state["cell"], state["num_groups"])
+        self.state, self.seed, self._selection = state, seed, sel          # only after it worked
+        self.controls = self._controls()                                   # recomputes ``data`` (and the browser)
         return sel
+
+    def caption(self) -> str:
+        """One line of text for the current setting (the text/plain fallback)."""
+        sel = self.selection
+        stats = ", ".join(f"{k}={v:.4f}" for k, v in sel.stats.items())
+        return (f"轴浏览器 axes explorer: {_title(sel.norm, sel.num_groups, sel.n_groups, sel.group_size)}; "
+                f"{sel.layout} {sel.shape}, cell {sel.cell}: {stats}")
+
+    def png(self) -> bytes:
+        """The current state as a matplotlib picture, PNG bytes (print, nbval, the book's figure checks)."""
+        sel = self.selection
+        if self._fig is None:
+            self._fig = Figure(figsize=(9, 3.6), dpi=self.dpi)   # fixed layout: no constrained-layout pass
+            self._fig.set_layout_engine(PlaceHolderLayoutEngine(adjust_compatible=True, colorbar_gridspec=False))
+            self._ax = self._fig.add_axes((0, 0, 1, 0.86))
+            self._title_text = self._fig.text(0.5, 0.97, "", ha="center", va="top", fontsize=14)
+        if self._drawn != (sel.layout, sel.shape):
+            self._art = BlockArtists(self._ax, sel.shape, sel.layout, fontsize=12)
+            self._fit_height()
+            self._drawn = (sel.layout, sel.shape)
+        self._art.show(sel.group_ids, sel.members, sel.cell)
+        self._title_text.set_text(_title(sel.norm, sel.num_groups, sel.n_groups, sel.group_size))
+        buf = io.BytesIO()
+        self._fig.savefig(buf, format="png", dpi=self._fig.dpi)
+        return buf.getvalue()
 
     def _fit_height(self, max_width: float = 9.0, title: float = 0.45) -> None:
         """Size the figure to the blocks' aspect ratio (cells at most 0.5 in), without empty bands."""
-        x0, x1 = self.ax.get_xlim()
-        y1, y0 = self.ax.get_ylim()
+        x0, x1 = self._ax.get_xlim()
+        y1, y0 = self._ax.get_ylim()
         width = min(max_width, 0.5 * (x1 - x0))
         blocks = min(max(width * (y1 - y0) / (x1 - x0), 1.2), 5.5)
-        self.fig.set_size_inches(max(width, 4.5), blocks + title)
-        self.ax.set_position((0, 0, 1, blocks / (blocks + title)))
-        self.title.set_y(1 - 0.08 / (blocks + title))
+        self._fig.set_size_inches(max(width, 4.5), blocks + title)
+        self._ax.set_position((0, 0, 1, blocks / (blocks + title)))
+        self._title_text.set_y(1 - 0.08 / (blocks + title))
 
-    def png(self) -> bytes:
-        """The figure as PNG bytes (what the widget's image shows)."""
-        buf = io.BytesIO()
-        self.fig.savefig(buf, format="png", dpi=self.fig.dpi)
-        return buf.getvalue()
-
-    # --- ipywidgets wiring (thin: all logic is in update/describe)
-    def _build(self):
-        import ipywidgets as w
-        self._style = {"description_width": "70px"}
-        st = self.state
-        self._layout = w.ToggleButtons(options=[("图像 (N, C, H, W)", "image"), ("文本 (B, S, E)", "text")],
-                                       value=self.layout, description="布局", style=self._style)
-        self._norm = w.Dropdown(options=[(LABELS[n], n) for n in NORMS], value=st["norm"],
-                                description="归一化", style=self._style)
-        self._groups = w.Dropdown(description="组数 G", style=self._style)
-        resample = w.Button(description="重新抽样 x (resample)")
-        self._size_box, self._idx_box = w.VBox(), w.VBox()
-        self._make_sliders()
-        self._image = w.Image(format="png", value=self.png())
-        self._panel = w.HTML(_html_panel(self.selection))
-        self._layout.observe(self._on_layout, names="value")
-        self._norm.observe(self._on_change, names="value")
-        self._groups.observe(self._on_change, names="value")
-        resample.on_click(lambda _: self.update(seed=self.seed + 1))
-        controls = w.HBox([w.VBox([self._norm, self._groups, resample]), self._size_box, self._idx_box])
-        return w.VBox([self._layout, controls, self._image, self._panel])
-
-    def _make_sliders(self) -> None:
-        """Size and cell sliders for the current layout (rebuilt when the layout changes)."""
-        import ipywidgets as w
-        names = ("N", "C", "H", "W") if self.layout == "image" else ("B", "S", "E")
-        st, longest = self.state, 4 if self.layout == "image" else 8
-        self._sizes = [w.IntSlider(value=v, min=2 if i < 2 else 1, max=6 if i < 2 else longest,
-                                   description=f"大小 {n}", style=self._style, continuous_update=False)
-                       for i, (n, v) in enumerate(zip(names, st["shape"]))]
-        self._idx = [w.IntSlider(value=c, min=0, max=s - 1, description=f"格子 {n.lower()}", style=self._style)
-                     for n, c, s in zip(names, st["cell"], st["shape"])]
-        for c in [*self._sizes, *self._idx]:
-            c.observe(self._on_change, names="value")
-        self._size_box.children, self._idx_box.children = tuple(self._sizes), tuple(self._idx)
-        self._busy, busy = True, self._busy
-        try:
-            self._refresh_group_options()
-        finally:
-            self._busy = busy
-        self._groups.disabled = st["norm"] != "groupnorm"
-
-    def _on_layout(self, change) -> None:
-        self._show_errors(lambda: self.update(layout=change["new"], num_groups=2))
-        self._make_sliders()
-
-    def _on_change(self, _=None) -> None:
-        if self._busy:  # our own adjustments below must not trigger a second redraw
-            return
-        self._busy = True
-        try:
-            shape = tuple(s.value for s in self._sizes)
-            for sl, s in zip(self._idx, shape):
-                sl.max = s - 1
-            self._refresh_group_options()
-            self._groups.disabled = self._norm.value != "groupnorm"
-        finally:
-            self._busy = False
-        self._show_errors(lambda: self.update(norm=self._norm.value, shape=shape, num_groups=self._groups.value,
-                                              cell=tuple(sl.value for sl in self._idx)))
-
-    def _show_errors(self, action) -> None:
-        try:
-            action()
-        except (ValueError, IndexError) as err:   # e.g. InstanceNorm with H = W = 1: say why, keep going
-            self._panel.value = error_html(err)
-
-    def _refresh_group_options(self) -> None:
-        channels = self._sizes[1].value if self.layout == "image" else self._sizes[2].value
-        options = [g for g in range(1, channels + 1) if channels % g == 0]
-        current = self._groups.value if self._groups.value in options else (2 if 2 in options else 1)
-        if list(self._groups.options) != options:
-            self._groups.options = options
-        self._groups.value = current
+    @property
+    def widget(self) -> AxesExplorer:
+        """The widget itself (kept for ``display(explorer.widget)``)."""
+        return self

@@ -1,0 +1,376 @@
+// The axes explorer's browser front-end (issue 17): a tensor drawn as its slices side by side,
+// (N, C, H·W) for images or (B, S, E) for text; the selected cell's group lit up, walls between
+// groups, and a panel with the torch line behind the statistics and the selected group's numbers.
+// Plain DOM (a grid of divs per slice), no imports, nothing fetched. The same module runs in
+// JupyterLab (source "live": the kernel computes `data`) and in the book / slides (source "grid":
+// a model shim looks `data` up in a precomputed grid). It uses only model.get / set / save_changes /
+// on / off.
+//
+// controls {layout, norm, shape: "4,6,3,3", num_groups (0 unless GroupNorm), cell: "2,3,1,1", seed}
+//          (the grid key is spec.control_order = layout|norm|shape|num_groups; cell and seed are not in it)
+// data     {layout, shape, blocks: [slices, rows, cols], ids: [group per element], n_groups, group_size,
+//           stats: {mean: [per group], var: [...]} | {rms: [...]}, lines, module, x, y, title, sizes}
+// spec     {title, controls, dims: {image: [{name, label, min, max, grid_max}], text: [...]},
+//           default_shape, axes, channel_axis, stat_names, text}
+//
+// The selection lives in the browser: a click, the arrow keys (and Enter / Space on a cell) move it,
+// and every cell whose data-group equals the selected one gets the class "same". Each cell carries
+// data-cell="k,r,c" (slice, row, column: column = h·W + w for images) and data-group="g" for the
+// browser tests. el.dataset.lastUpdateMs is the time from the input event to the next animation frame
+// after the redraw (tools/bench_* read it).
+
+const SOURCE_TEXT = { live: "实时计算 (live, kernel)", grid: "预先计算的网格 (precomputed grid, no kernel)" };
+const KEYS = { ArrowLeft: [0, -1], ArrowRight: [0, 1], ArrowUp: [-1, 0], ArrowDown: [1, 0] };
+let instances = 0;
+
+function html(tag, attrs, parent) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "text") e.textContent = v;
+    else if (k === "cls") e.className = v;
+    else e.setAttribute(k, v);
+  }
+  if (parent) parent.appendChild(e);
+  return e;
+}
+
+const ints = (text) => String(text || "").split(",").filter((s) => s !== "").map(Number);
+const fmt = (v) => (typeof v === "number" && Number.isFinite(v) ? String(Number(v.toPrecision(4))) : "—");
+const divisors = (n) => Array.from({ length: n }, (_, i) => i + 1).filter((g) => n % g === 0);
+
+export default {
+  render({ model, el }) {
+    const spec = model.get("spec");
+    const uid = `nl-ax-${++instances}`;
+    const T = spec.text || {};
+    const root = html("div", { cls: "nl-explorer" }, el);
+
+    // --- header: title and where the data comes from
+    const head = html("div", { cls: "nl-ax-head" }, root);
+    html("span", { cls: "nl-ax-heading", text: spec.title || "" }, head);
+    const source = html("span", { cls: "nl-ax-source" }, head);
+
+    // --- controls (native elements with labels: keyboard-operable)
+    const controlsBox = html("div", { cls: "nl-ax-controls" }, root);
+    const def = Object.fromEntries((spec.controls || []).map((c) => [c.name, c]));
+    function makeSelect(name, options) {
+      const wrap = html("div", { cls: "nl-ax-control" }, controlsBox);
+      const id = `${uid}-${name}`;
+      html("label", { for: id, text: def[name] ? def[name].label : name }, wrap);
+      const s = html("select", { id, name }, wrap);
+      for (const [value, text] of options) html("option", { value: String(value), text }, s);
+      return s;
+    }
+    const layoutSel = makeSelect("layout", def.layout.options);
+    const normSel = makeSelect("norm", def.norm.options);
+    const groupSel = makeSelect("num_groups", []);
+    const groupNote = html("span", { cls: "nl-ax-note", text: T.no_g || "" }, groupSel.parentNode);
+    const dimsBox = html("div", { cls: "nl-ax-dims", role: "group", "aria-label": def.shape ? def.shape.label : "shape" },
+                         controlsBox);
+    const resample = html("button", { type: "button", cls: "nl-ax-resample", text: T.resample || "resample" },
+                          controlsBox);
+    let sliders = [], slidersFor = null;
+
+    const error = html("div", { cls: "nl-ax-error", role: "alert" }, root);
+    const title = html("div", { cls: "nl-ax-title" }, root);
+    const board = html("div", { cls: "nl-ax-board", role: "grid", "aria-label": spec.title || "axes explorer" }, root);
+    html("div", { cls: "nl-ax-hint", text: T.keys || "" }, root);
+    const panel = html("div", { cls: "nl-ax-panel", "aria-live": "polite" }, root);
+
+    // --- state: the drawn data, the cells, the selection [slice, row, col]
+    let drawn = null, cells = [], blocks = null, shapeDrawn = null, layoutDrawn = null, sel = [0, 0, 0];
+    let t0 = null;                       // input event time, until the next frame after the redraw
+    let waiting = false;                 // a data change is expected (a control moved)
+
+    const controls = () => model.get("controls") || {};
+    const src = () => model.get("source") || "live";
+    const dimsOf = (layout) => (spec.dims || {})[layout] || [];
+    const channelsOf = (layout, shape) => shape[(spec.channel_axis || {})[layout] ?? 1];
+
+    function finish() {
+      if (t0 === null) return;
+      const start = t0;
+      t0 = null;
+      requestAnimationFrame(() => { el.dataset.lastUpdateMs = (performance.now() - start).toFixed(2); });
+    }
+
+    let own = false;                     // our own model.set("controls"): the controls already show it
+    function send(changes, expectData = true) {
+      own = true;
+      try { model.set("controls", { ...controls(), ...changes }); } finally { own = false; }
+      if (Object.keys(changes).some((k) => k !== "cell" && k !== "seed")) syncControls();
+      waiting = expectData;
+      model.save_changes();
+    }
+
+    // --- controls <- model.controls
+    function buildSliders(layout, shape) {
+      dimsBox.replaceChildren();
+      sliders = dimsOf(layout).map((d, i) => {
+        const wrap = html("div", { cls: "nl-ax-control nl-ax-dim" }, dimsBox);
+        const id = `${uid}-dim-${d.name}`;
+        html("label", { for: id, text: d.label }, wrap);
+        const max = src() === "grid" && d.grid_max ? d.grid_max : d.max;
+        const min = src() === "grid" && d.grid_min ? d.grid_min : d.min;
+        const input = html("input", { id, type: "range", name: d.name, min, max, step: 1 }, wrap);
+        const out = html("output", { for: id, cls: "nl-ax-value" }, wrap);
+        input.value = String(shape[i]);
+        out.textContent = String(shape[i]);
+        input.addEventListener("input", () => {
+          t0 = performance.now();
+          out.textContent = input.value;
+          const next = sliders.map((s) => Number(s.input.value));
+          const changes = { shape: next.join(","), cell: clampCell(layout, next).join(",") };
+          if (controls().norm === "groupnorm") changes.num_groups = pickGroups(channelsOf(layout, next));
+          send(changes);
+        });
+        return { input, out };
+      });
+      slidersFor = layout;
+    }
+
+    function pickGroups(channels, want) {
+      const g = Number(want ?? groupSel.value ?? 2);
+      const ok = divisors(channels);
+      return ok.includes(g) ? g : ok.includes(2) ? 2 : 1;
+    }
+
+    function clampCell(layout, shape) {
+      const cell = ints(controls().cell);
+      return shape.map((s, i) => (cell.length === shape.length ? Math.min(Math.max(cell[i], 0), s - 1) : Math.floor(s / 2)));
+    }
+
+    function syncControls() {
+      const c = controls();
+      const shape = ints(c.shape);
+      layoutSel.value = c.layout;
+      normSel.value = c.norm;
+      if (slidersFor !== c.layout || sliders.length !== shape.length) buildSliders(c.layout, shape);
+      sliders.forEach((s, i) => { s.input.value = String(shape[i]); s.out.textContent = String(shape[i]); });
+      const options = divisors(channelsOf(c.layout, shape));
+      const keep = c.norm === "groupnorm" ? Number(c.num_groups) : Number(groupSel.value || 2);
+      groupSel.replaceChildren(...options.map((g) => html("option", { value: String(g), text: String(g) })));
+      groupSel.value = String(options.includes(keep) ? keep : options.includes(2) ? 2 : 1);
+      groupSel.disabled = c.norm !== "groupnorm";
+      groupNote.hidden = c.norm === "groupnorm";
+      resample.hidden = src() !== "live";
+      source.textContent = SOURCE_TEXT[src()] || src();
+      source.className = `nl-ax-source nl-ax-source-${src()}`;
+    }
+
+    layoutSel.addEventListener("change", () => {
+      t0 = performance.now();
+      const layout = layoutSel.value;
+      const shape = (spec.default_shape || {})[layout];
+      send({ layout, shape: shape.join(","), cell: shape.map((s) => Math.floor(s / 2)).join(","),
+             num_groups: controls().norm === "groupnorm" ? pickGroups(channelsOf(layout, shape), 2) : 0 });
+    });
+    normSel.addEventListener("change", () => {
+      t0 = performance.now();
+      const c = controls();
+      const norm = normSel.value;
+      send({ norm, num_groups: norm === "groupnorm" ? pickGroups(channelsOf(c.layout, ints(c.shape))) : 0 });
+    });
+    groupSel.addEventListener("change", () => {
+      t0 = performance.now();
+      send({ num_groups: Number(groupSel.value) });
+    });
+    resample.addEventListener("click", () => {
+      t0 = performance.now();
+      send({ seed: Number(controls().seed || 0) + 1 });
+    });
+
+    // --- the picture
+    function build(data) {
+      const [n, rows, cols] = data.blocks;
+      const axes = (spec.axes || {})[data.layout] || ["N", "C", "H·W"];
+      board.replaceChildren();
+      // cells 18-28 px: all slices in one row where the widget's width allows (else they wrap)
+      const width = Math.max(root.clientWidth || 0, 600) - 40;
+      const px = Math.max(18, Math.min(28, Math.floor((width - 36 - (n - 1) * 18 - n * 12) / (n * cols)) - 2));
+      board.style.setProperty("--nl-ax-cell", `${px}px`);
+      cells = new Array(n * rows * cols);
+      const w = data.layout === "image" ? data.shape[3] : 1;
+      for (let k = 0; k < n; k++) {
+        const slice = html("div", { cls: "nl-ax-slice", role: "rowgroup" }, board);
+        html("div", { cls: "nl-ax-slice-label", text: `${axes[0].toLowerCase()}=${k}` }, slice);
+        const body = html("div", { cls: "nl-ax-slice-body" }, slice);
+        html("div", { cls: "nl-ax-rowlabel", text: `${axes[1]} ↓`, "aria-hidden": "true" }, body);
+        const grid = html("div", { cls: "nl-ax-cells" }, body);
+        for (let r = 0; r < rows; r++) {
+          const row = html("div", { cls: "nl-ax-row", role: "row" }, grid);
+          for (let c = 0; c < cols; c++) {
+            const i = (k * rows + r) * cols + c;
+            const cell = html("div", { cls: "nl-ax-cell", role: "gridcell", tabindex: "-1", "data-cell": `${k},${r},${c}` }, row);
+            if (w > 1 && c % w === 0 && c > 0) cell.classList.add("nl-ax-hrow");   // a new image row h starts
+            cell.addEventListener("click", () => { t0 = performance.now(); choose([k, r, c], true); });
+            cells[i] = cell;
+          }
+        }
+        html("div", { cls: "nl-ax-collabel", text: `${axes[2]} →` }, slice);
+      }
+      blocks = data.blocks.join(",");
+      shapeDrawn = data.shape.join(",");
+      layoutDrawn = data.layout;
+    }
+
+    function paint(data) {
+      if (blocks !== data.blocks.join(",") || shapeDrawn !== data.shape.join(",") || layoutDrawn !== data.layout) build(data);
+      const [, rows, cols] = data.blocks;
+      const ids = data.ids;
+      cells.forEach((cell, i) => {
+        const g = ids[i];
+        cell.dataset.group = String(g);
+        const c = i % cols, r = Math.floor(i / cols) % rows;
+        cell.classList.toggle("nl-ax-wall-r", c + 1 < cols && ids[i + 1] !== g);
+        cell.classList.toggle("nl-ax-wall-b", r + 1 < rows && ids[i + cols] !== g);
+      });
+      title.textContent = data.title || "";
+      drawn = data;
+    }
+
+    function cellLabel(data, k, r, c) {           // "n=1, c=2, h=0, w=1" or "b=1, s=2, e=3"
+      if (data.layout === "image") {
+        const w = data.shape[3];
+        return `n=${k}, c=${r}, h=${Math.floor(c / w)}, w=${c % w}`;
+      }
+      return `b=${k}, s=${r}, e=${c}`;
+    }
+
+    function toModelCell(data, [k, r, c]) {
+      return data.layout === "image" ? [k, r, Math.floor(c / data.shape[3]), c % data.shape[3]] : [k, r, c];
+    }
+
+    function fromModelCell(data) {
+      const cell = ints(controls().cell);
+      const [n, rows, cols] = data.blocks;
+      if (cell.length !== data.shape.length) return [Math.floor(n / 2), Math.floor(rows / 2), Math.floor(cols / 2)];
+      const col = data.layout === "image" ? cell[2] * data.shape[3] + cell[3] : cell[2];
+      return [Math.min(cell[0], n - 1), Math.min(cell[1], rows - 1), Math.min(col, cols - 1)];
+    }
+
+    function highlight() {
+      const data = drawn;
+      if (!data) return;
+      const [, rows, cols] = data.blocks;
+      const idx = (sel[0] * rows + sel[1]) * cols + sel[2];
+      const g = data.ids[idx];
+      cells.forEach((cell, i) => {
+        cell.classList.toggle("same", data.ids[i] === g);
+        const on = i === idx;
+        cell.classList.toggle("selected", on);
+        cell.setAttribute("aria-selected", on ? "true" : "false");
+        cell.tabIndex = on ? 0 : -1;
+      });
+      const x = data.x ? data.x[idx] : undefined, y = data.y ? data.y[idx] : undefined;
+      cells[idx].title = `(${cellLabel(data, ...sel)}) x = ${fmt(x)} → y = ${fmt(y)}`;
+      board.dataset.selectedGroup = String(g);
+      board.dataset.selected = sel.join(",");
+      panelFor(data, idx, g, x, y);
+    }
+
+    function panelFor(data, idx, g, x, y) {
+      panel.replaceChildren();
+      const line1 = html("div", {}, panel);
+      html("span", { cls: "nl-ax-key", text: `${T.module || "layer"}：` }, line1);
+      html("code", { text: data.module }, line1);
+      html("span", { cls: "nl-ax-sizes", text: `  (${data.sizes})` }, line1);
+      const line2 = html("div", {}, panel);
+      html("span", { cls: "nl-ax-key", text: `${T.cell || "cell"}：` }, line2);
+      html("span", { text: `(${cellLabel(data, ...sel)})  x = ${fmt(x)} → y = ${fmt(y)}` }, line2);
+      const line3 = html("div", {}, panel);
+      html("span", { cls: "nl-ax-key", text: `${T.group || "group"}：` }, line3);
+      html("b", { text: String(g) }, line3);
+      const [before, after] = (T.groups || "（共 {n} 组 groups）").split("{n}");
+      html("span", { text: before }, line3);
+      html("b", { cls: "nl-ax-n", text: String(data.n_groups) }, line3);
+      html("span", { text: `${after}；${T.size || "m"} = ` }, line3);
+      html("b", { cls: "nl-ax-m", text: String(data.group_size) }, line3);
+      const table = html("table", { cls: "nl-ax-stats" }, panel);
+      const headRow = html("tr", {}, html("thead", {}, table));
+      for (const h of [T.stats || "statistic", "", T.code || "code"]) html("th", { text: h }, headRow);
+      const tbody = html("tbody", {}, table);
+      for (const [k, values] of Object.entries(data.stats || {})) {
+        const tr = html("tr", { "data-stat": k }, tbody);
+        html("td", { text: (spec.stat_names || {})[k] || k }, tr);
+        html("td", { cls: "nl-ax-num", text: fmt(values[g]) }, tr);
+        html("td", {}, tr).appendChild(html("code", { text: (data.lines || {})[k] || "" }));
+      }
+    }
+
+    function choose(next, sync) {
+      if (!drawn) return;
+      sel = next;
+      highlight();
+      finish();
+      if (sync) send({ cell: toModelCell(drawn, sel).join(",") }, false);
+    }
+
+    board.addEventListener("keydown", (ev) => {
+      if (!drawn) return;
+      const [n, rows, cols] = drawn.blocks;
+      if (ev.key === "Enter" || ev.key === " ") {
+        const target = ev.target.closest ? ev.target.closest(".nl-ax-cell") : null;
+        if (!target) return;
+        ev.preventDefault();
+        t0 = performance.now();
+        choose(target.dataset.cell.split(",").map(Number), true);
+        return;
+      }
+      const step = KEYS[ev.key];
+      if (!step) return;
+      ev.preventDefault();
+      t0 = performance.now();
+      let [k, r, c] = sel;
+      r += step[0];
+      c += step[1];
+      if (c < 0) { if (k > 0) { k -= 1; c = cols - 1; } else c = 0; }   // left/right cross into the next slice
+      if (c >= cols) { if (k < n - 1) { k += 1; c = 0; } else c = cols - 1; }
+      r = Math.min(Math.max(r, 0), rows - 1);
+      choose([k, r, c], true);
+      const i = (k * rows + r) * cols + c;
+      cells[i].focus({ preventScroll: false });
+    });
+
+    // --- model events
+    function onData() {
+      const data = model.get("data");
+      if (!data || !data.blocks) return;
+      const next = fromModelCell(data);
+      if (data !== drawn || next.join(",") !== sel.join(",")) {
+        if (data !== drawn) paint(data);
+        sel = next;
+        highlight();
+      }
+      board.classList.remove("nl-ax-stale");
+      waiting = false;
+      finish();
+    }
+    function onControls() {
+      if (own) return;
+      syncControls();
+      if (drawn) { sel = fromModelCell(drawn); highlight(); }
+    }
+    function onError() {
+      const msg = model.get("error") || "";
+      error.textContent = msg;
+      board.classList.toggle("nl-ax-stale", msg !== "");
+      if (msg && waiting) { waiting = false; finish(); }
+    }
+    function onSource() { syncControls(); }
+
+    model.on("change:data", onData);
+    model.on("change:controls", onControls);
+    model.on("change:error", onError);
+    model.on("change:source", onSource);
+    syncControls();
+    onData();
+    onError();
+    return () => {
+      model.off("change:data", onData);
+      model.off("change:controls", onControls);
+      model.off("change:error", onError);
+      model.off("change:source", onSource);
+    };
+  },
+};
