@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import subprocess
 import sys
 import time
@@ -15,11 +16,23 @@ import torch.nn.functional as F
 from torch import nn
 
 from normlab import drills
+from normlab.drills import progress
 from normlab.drills import report as drill_report
 from normlab.drills.report import Finding, Report
 
+ROOT = Path(__file__).resolve().parent.parent
 CORPUS_DIR = Path(__file__).resolve().parent / "drill_corpus"
 CORPUS = sorted(CORPUS_DIR.glob("*.py"))
+
+
+@pytest.fixture(autouse=True)
+def progress_file(tmp_path, monkeypatch):
+    """Every test writes its progress to its own temporary file (never ~/.normlab), with no clock running."""
+    path = tmp_path / "progress" / "drills.json"
+    monkeypatch.setenv(progress.FILE_VARIABLE, str(path))
+    monkeypatch.setattr(progress, "_started", {})
+    monkeypatch.setattr(progress, "_enabled", True)
+    return path
 
 
 def _load(path: Path):
@@ -561,12 +574,6 @@ def test_pre_and_post_norm_blocks():
     assert "no_residual" in drills.check("prenorm_block", lambda x, f, n: f(n(x))).ids()
 
 
-def test_timed_mode_reports_the_time():
-    drills.start("prenorm_block")
-    report = drills.check("prenorm_block", lambda x, f, n: x + f(n(x)))
-    assert report.elapsed is not None and "用时" in str(report)
-
-
 def test_dyt_card_accepts_the_reference_and_names_mistakes():
     from normlab.lessons.beyond import DyT
 
@@ -787,3 +794,271 @@ def test_learner_version_of_the_drill_notebook_is_valid_python():
         if cell.cell_type == "code":
             ast.parse(cell.source)
     assert any("NotImplementedError" in c.source for c in nb.cells if c.cell_type == "code")
+
+
+
+# ---------------------------------------------------------------- timed mode and the progress file (issue 18)
+class FakeClock:
+    def __init__(self, t: float = 1000.0):
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_timed_mode_records_the_real_elapsed_time(monkeypatch, progress_file, capsys):
+    """The clock runs from start() to the first passing check: a failed check shows the time so far,
+    the passing one stops the clock and is saved as the best time; a later check is not timed."""
+    clock = FakeClock()
+    monkeypatch.setattr(progress, "clock", clock)
+    drills.start("layernorm")
+    assert "5:00" in capsys.readouterr().out                         # the target, said when the card is opened
+    clock.t += 187
+    bad = drills.check("layernorm", LNUnbiased)
+    assert bad.elapsed == 187 and bad.clock_running and bad.target == 300
+    assert "用时 (time) 3:07 / 目标 (target) 5:00" in str(bad) and "计时继续" in str(bad)
+    clock.t += 60
+    good = drills.check("layernorm", LNClassic)
+    assert good.elapsed == 247 and not good.clock_running
+    assert "用时 (time) 4:07 / 目标 (target) 5:00（在目标内" in str(good)
+    assert "4:07" in good._repr_html_() and "5:00" in good._repr_html_()
+    clock.t += 999
+    again = drills.check("layernorm", LNClassic)                     # the clock stopped at the pass
+    assert again.elapsed is None and "用时" not in str(again)
+    entry = progress.load(progress_file)["kinds"]["layernorm"]
+    assert entry["attempts"] == 3 and entry["best_seconds"] == 247 and entry["interview"] and entry["production"]
+
+
+def test_a_card_with_several_kinds_starts_them_all(monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(progress, "clock", clock)
+    drills.start("blocks")
+    clock.t += 200
+    pre = drills.check("prenorm_block", lambda x, f, n: x + f(n(x)))
+    clock.t += 5
+    post = drills.check("postnorm_block", lambda x, f, n: n(x + f(x)))
+    assert (pre.elapsed, post.elapsed) == (200, 205)
+    assert "超出目标 over target by 0:20" in str(pre)                  # target 3:00
+    for card, (_, kinds, target) in drills.CARDS.items():              # every card can be timed
+        drills.start(card)
+        assert set(kinds) <= set(progress._started) and all(drills.TARGETS[k] == target for k in kinds)
+    assert set(drills.TARGETS) == set(drills.KINDS)
+    assert drills.TARGETS["layernorm"] == 300 and drills.TARGETS["batchnorm"] == 600
+    assert drills.TARGETS["layernorm_backward"] == 900
+    with pytest.raises(ValueError, match="unknown drill card"):
+        drills.start("layer_norm")
+
+
+def test_progress_file_round_trip(progress_file):
+    assert progress.load(progress_file) == progress.empty()            # no file yet: empty progress
+    drills.check("batchnorm", BNGood)
+    drills.check("batchnorm", BNGradMode)
+    drills.check("layernorm_backward", ln_backward)
+    data = json.loads(progress_file.read_text(encoding="utf-8"))
+    assert data["format"] == progress.FORMAT
+    bn = data["kinds"]["batchnorm"]
+    assert bn["attempts"] == 2 and bn["interview"] is True and bn["best_seconds"] is None   # untimed
+    assert data["kinds"]["layernorm_backward"]["attempts"] == 1
+    assert progress.load(progress_file) == data
+    assert not list(progress_file.parent.glob("*.tmp"))                  # written atomically
+
+
+def test_blank_cards_and_the_answer_version_are_not_attempts(progress_file, monkeypatch):
+    """The learner version's blank (tools/notebooks.py BLANK) is no attempt, and the answer version
+    switches the file off: running 08 in the tests or the book leaves the learner's progress alone."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import notebooks as nbtools
+
+    assert progress.BLANK_MARK in nbtools.BLANK
+    blank = nbtools.BLANK.replace("raise ", "")
+
+    class Blank(nn.Module):
+        def __init__(self, normalized_shape, eps=1e-5):
+            super().__init__()
+            raise eval(blank)
+
+    report = drills.check("layernorm", Blank)
+    assert not report.passed and progress.is_blank(report) and not progress_file.exists()
+    drills.record_progress(False)
+    drills.check("layernorm", LNClassic)
+    assert not progress_file.exists()
+    drills.record_progress(True)
+    monkeypatch.setenv(progress.FILE_VARIABLE, "")                      # empty: no file at all
+    assert progress.progress_file() is None
+    drills.check("layernorm", LNClassic)
+    assert not progress_file.exists()
+
+
+def test_default_progress_file_is_in_the_home_folder(monkeypatch, tmp_path):
+    monkeypatch.delenv(progress.FILE_VARIABLE)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert progress.progress_file() == tmp_path / ".normlab" / "drills.json"
+
+
+def test_a_bad_progress_file_costs_a_warning_never_the_report(progress_file, tmp_path, monkeypatch):
+    progress_file.parent.mkdir(parents=True)
+    progress_file.write_text("{ not json")
+    with pytest.warns(UserWarning, match="unreadable progress file"):
+        drills.check("layernorm", LNClassic)
+    assert progress_file.with_name("drills.json.bad").read_text() == "{ not json"      # kept, moved aside
+    assert progress.load(progress_file)["kinds"]["layernorm"]["attempts"] == 1
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    monkeypatch.setenv(progress.FILE_VARIABLE, str(blocker / "drills.json"))          # cannot be created
+    with pytest.warns(UserWarning, match="progress not saved"):
+        report = drills.check("layernorm", LNClassic)
+    assert report.passed
+
+
+def test_progress_table_on_the_command_line(monkeypatch, capsys):
+    from normlab.drills.__main__ import main
+
+    clock = FakeClock()
+    monkeypatch.setattr(progress, "clock", clock)
+    drills.start("rmsnorm")
+    clock.t += 125
+    drills.check("rmsnorm", RMSLlama)
+    drills.check("batchnorm", BNGradMode)
+    drills.check("prenorm_block", lambda x, f, n: x + f(n(x)))
+    capsys.readouterr()
+    assert main(["--progress"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[1]: line.split()[2:] for line in out.splitlines() if line[:1] in "①②③④⑤⑥⑦⑧⑨"}
+    assert list(rows) == list(progress.CARD_OF)                         # every kind, in card order
+    assert rows["rmsnorm"] == ["1", "2:05", "4:00", "✓", "✓"]
+    assert rows["batchnorm"] == ["1", "—", "10:00", "✗", "✗"]
+    assert rows["prenorm_block"] == ["1", "—", "3:00", "✓", "—"]        # no production checks for this kind
+    assert rows["layernorm"] == ["0", "—", "5:00", "·", "·"]
+    assert str(progress.progress_file()) in out and "面试级已通过 2/12" in out
+
+
+def test_kinds_without_production_checks_are_the_ones_listed():
+    from normlab.lessons.beyond import DyT
+
+    references = {"prenorm_block": lambda x, f, n: x + f(n(x)), "postnorm_block": lambda x, f, n: n(x + f(x)),
+                  "deepnorm_constants": dn_constants, "deepnorm_init": dn_init, "dyt": DyT,
+                  "deepnorm_residual": lambda x, fx, a: F.layer_norm(a * x + fx, x.shape[-1:]),
+                  "layernorm": LNClassic, "rmsnorm": RMSLlama, "batchnorm": BNGood}
+    for kind, impl in references.items():
+        report = drills.check(kind, impl)
+        assert report.passed and any(f.level == "production" for f in report.findings) == \
+            (kind not in progress.NO_PRODUCTION_CHECKS), kind
+
+
+def test_reset_forgets_one_card_and_never_touches_answers(progress_file, tmp_path, capsys):
+    from normlab.drills.__main__ import main
+
+    answers = tmp_path / "answers"                         # a learner's answer files and notebook copy
+    answers.mkdir()
+    (answers / "my_ln.py").write_text("from torch import nn\nLayerNorm = nn.LayerNorm\n")
+    (answers / "08_drills_learner.ipynb").write_text('{"cells": ["MY DRILL ANSWER"]}')
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in answers.iterdir()}
+    assert main(["layernorm", str(answers / "my_ln.py")]) == 0            # an attempt from the command line
+    for kind, impl in [("batchnorm", BNGood), ("prenorm_block", lambda x, f, n: x + f(n(x))),
+                       ("postnorm_block", lambda x, f, n: n(x + f(x)))]:
+        drills.check(kind, impl)
+    assert set(progress.load(progress_file)["kinds"]) == {"layernorm", "batchnorm", "prenorm_block", "postnorm_block"}
+    capsys.readouterr()
+    assert main(["--reset", "layernorm"]) == 0
+    assert "layernorm" in capsys.readouterr().out
+    assert set(progress.load(progress_file)["kinds"]) == {"batchnorm", "prenorm_block", "postnorm_block"}
+    assert main(["--reset=7"]) == 0                                      # a card by its number: both blocks
+    assert set(progress.load(progress_file)["kinds"]) == {"batchnorm"}
+    assert main(["--reset", "layernorm"]) == 0 and "没有记录" in capsys.readouterr().out
+    assert main(["--reset", "no_such_card"]) == 2 and main(["--reset"]) == 2
+    assert set(progress.load(progress_file)["kinds"]) == {"batchnorm"}
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in answers.iterdir()} == before
+    assert sorted(p.name for p in progress_file.parent.iterdir()) == ["drills.json"]
+    assert main(["--reset", "all"]) == 0 and progress.load(progress_file)["kinds"] == {}
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in answers.iterdir()} == before
+
+
+# ---------------------------------------------------------------- notebook 08: the learner version holds no answer
+def _drill_sources():
+    import jupytext
+    sys.path.insert(0, str(ROOT / "tools"))
+    import notebooks as nbtools
+
+    source = nbtools.without_teacher_notes(jupytext.read(ROOT / "notebooks" / "08_drills.md"))
+    return nbtools, source, nbtools.versions(source, learner=True), nbtools.versions(source, learner=False)
+
+
+def _answer_lines(nbtools, nb) -> set[str]:
+    """Lines of the source that belong to an answer (code and markdown solution blocks, solution-only
+    lines, solution cells) and to nothing else in it."""
+    answer, other = set(), set()
+    for cell in nb.cells:
+        inside = nbtools.is_solution_cell(cell)
+        begin, end = (nbtools.BEGIN, nbtools.END) if cell.cell_type == "code" else (nbtools.MD_BEGIN, nbtools.MD_END)
+        for line in cell.source.splitlines():
+            s = line.strip()
+            if s in (begin, end):
+                inside = (s == begin) or nbtools.is_solution_cell(cell)
+                continue
+            (answer if inside or (cell.cell_type == "code" and s.endswith(nbtools.ONLY)) else other).add(s)
+    return {s for s in answer - other if len(s) >= 8}
+
+
+def test_learner_version_of_the_drill_notebook_holds_no_answer():
+    import re
+
+    nbtools, source, learner, solution = _drill_sources()
+    text = "\n".join(c.source for c in learner.cells)
+    answers = _answer_lines(nbtools, source)
+    assert len(answers) > 100                                               # the answers exist in the source ...
+    leaked = sorted(a for a in answers if a in {line.strip() for line in text.splitlines()})
+    assert not leaked, leaked[:5]                                           # ... and none reaches the learner
+    solution_text = "\n".join(c.source for c in solution.cells)
+    for formula in (r"\langle \hat g", r"\hat g", "ghat", "xhat", r"\partial L/\partial x =", "rsqrt"):
+        assert formula in solution_text and formula not in text, formula   # the backward formulas
+    for cls in ("LNTextbook", "LNWithUnbiasedVar", "## 资料中面试题的参考答案", "**[A]", "record_progress", "expect("):
+        assert cls in solution_text and cls not in text, cls
+    # what a card's task says outside its hint gives nothing away; the hints are behind a reveal
+    opened = re.sub(r"<details>.*?</details>", "", text, flags=re.S)
+    hinted = ("有偏", "无偏", "根号里", "register_buffer", "self.training", "no_grad", "is_grad_enabled", "先转 float32",
+              "(2N)^{1/4}", r"\tanh(\alpha", "乘在恒等路径", "E[x²]", "(1 + weight)")
+    for phrase in hinted + ("sublayer(norm(x))", "norm(x + sublayer", "var(", ".std(", "xavier_normal_(module"):
+        assert phrase not in opened, phrase
+    assert all(phrase in text for phrase in hinted)                         # behind the reveal
+    assert text.count("<details><summary>提示 (hint)</summary>") == 9
+    assert not [c for c in learner.cells if not c.source.strip()]            # no empty leftover cell
+    assert not any(nbtools.is_teacher_note(c) for c in learner.cells)
+
+
+REQUIRED = {   # card heading -> what its task must state: the signature, the names the checker looks for, the layout
+    "① LayerNorm": ["LayerNorm(normalized_shape, eps=1e-5)", "self.weight", "self.bias", "self.eps",
+                   "(..., *normalized_shape)"],
+    "② RMSNorm": ["RMSNorm(normalized_shape, eps=1e-6)", "self.weight", "self.eps"],
+    "③ BatchNorm": ["BatchNorm(num_features, eps=1e-5, momentum=0.1)", "self.weight", "self.bias",
+                   "self.running_mean", "self.running_var", "self.eps", "self.momentum", "(N, C)", "(N, C, H, W)",
+                   "running = (1 − momentum) · running + momentum · batch", "model.eval()"],
+    "④ LayerNorm": ["layernorm_backward(grad_out, x, weight, eps) -> (grad_x, grad_weight, grad_bias)", "(N, D)"],
+    "⑤ BatchNorm": ["batchnorm_backward(grad_out, x, weight, eps) -> (grad_x, grad_weight, grad_bias)", "(N, C)"],
+    "⑥ RMSNorm": ["rmsnorm_backward(grad_out, x, weight, eps) -> (grad_x, grad_weight)", "(N, D)"],
+    "⑦ Pre-Norm": ["prenorm_block(x, sublayer, norm)", "postnorm_block(x, sublayer, norm)", "(B, S, d)"],
+    "⑧ DeepNorm": ["deepnorm_constants(arch, N, M) -> (alpha, beta)", "deepnorm_residual(x, fx, alpha)",
+                  "deepnorm_init(block, beta)", '"encdec_encoder"', "q_proj", "fc2"],
+    "⑨ DyT": ["DyT(d, alpha_init=0.5)", "self.alpha", "self.weight", "self.bias", "(..., d)"],
+}
+
+
+def test_each_card_states_its_task_and_is_timed():
+    """A card's task names its signature and required names (outside the hint); its clock starts in a
+    cell of its own before the blank, and every kind checked on the card belongs to the card started."""
+    import re
+
+    _, _, learner, _ = _drill_sources()
+    cells = learner.cells
+    heads = [i for i, c in enumerate(cells) if c.cell_type == "markdown" and c.source.startswith("## ")]
+    assert len(heads) == len(REQUIRED) == len(drills.CARDS)
+    for h, (title, needed), (card, (number, kinds, _)) in zip(heads, REQUIRED.items(), drills.CARDS.items()):
+        task = re.sub(r"<details>.*?</details>", "", cells[h].source, flags=re.S)
+        assert cells[h].source.startswith(f"## {title}") and title.startswith(number)
+        for name in needed:
+            assert name in task, (title, name)
+        assert f"目标 {drills.TARGETS[kinds[0]] // 60} 分钟" in task, title
+        start, blank = cells[h + 1], cells[h + 2]
+        assert start.source.strip() == f'drills.start("{card}")', title          # its own cell, before the blank
+        assert "NotImplementedError" in blank.source and "drills.start" not in blank.source
+        body = "\n".join(c.source for c in cells[h + 2: (heads + [len(cells)])[heads.index(h) + 1]])
+        assert set(re.findall(r'drills\.check\("(\w+)"', body)) == set(kinds), title

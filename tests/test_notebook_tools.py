@@ -35,3 +35,49 @@ def test_only_notes_are_removed():
     ])
     kept = nbtools.without_teacher_notes(nb).cells
     assert [c.source for c in kept] == ["问题 question", "x = 1"]
+
+
+def split_demo():
+    md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
+    return nbformat.v4.new_notebook(cells=[
+        md("# 标题 title"),
+        md("任务 task\n\n<!-- BEGIN SOLUTION -->\n推导 derivation: dL/dx = r (g - <g>)\n<!-- END SOLUTION -->\n\n后文 after"),
+        code("def f(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION"),
+        code("check(f)\nexpect('k', 1, '==', 1)  # solution-only"),
+        code("expect('only', 1, '==', 1)  # solution-only"),
+        md("<!-- BEGIN SOLUTION -->\n只有答案 answer note\n<!-- END SOLUTION -->"),
+        md("参考写法 reference", metadata={"tags": ["solution"]}),
+        code("class Good:  # a correct implementation in a demo\n    pass", metadata={"tags": ["solution"]}),
+    ])
+
+
+def test_learner_version_drops_every_kind_of_answer_and_the_empty_cells():
+    nb = split_demo()
+    assert nbtools.has_solutions(nb)
+    learner = nbtools.versions(nb, learner=True)
+    sources = [c.source for c in learner.cells]
+    text = "\n".join(sources)
+    for answer in ("2 * x", "dL/dx", "answer note", "参考写法", "class Good", "expect(", "SOLUTION"):
+        assert answer not in text, answer
+    assert sources[1] == "任务 task\n\n后文 after"
+    assert sources[2] == "def f(x):\n    " + nbtools.BLANK and sources[3] == "check(f)"
+    assert len(learner.cells) == 4 and all(s.strip() for s in sources)            # no empty leftover cell
+    assert "学习版" in sources[0]
+
+
+def test_solution_version_keeps_the_answers_without_the_markers():
+    nb = split_demo()
+    solution = nbtools.versions(nb, learner=False)
+    text = "\n".join(c.source for c in solution.cells)
+    assert len(solution.cells) == len(nb.cells)
+    for answer in ("return 2 * x", "dL/dx", "answer note", "参考写法", "class Good", "expect('only', 1, '==', 1)"):
+        assert answer in text, answer
+    assert "SOLUTION" not in text and "solution-only" not in text and "学习版" not in text
+    assert [c.source for c in nb.cells] == [c.source for c in split_demo().cells]  # the source is not changed
+
+
+def test_markdown_or_tags_alone_make_a_solution_version():
+    md = nbformat.v4.new_markdown_cell
+    assert not nbtools.has_solutions(nbformat.v4.new_notebook(cells=[md("text"), nbformat.v4.new_code_cell("x = 1")]))
+    assert nbtools.has_solutions(nbformat.v4.new_notebook(cells=[md("a\n<!-- BEGIN SOLUTION -->\nb\n<!-- END SOLUTION -->")]))
+    assert nbtools.has_solutions(nbformat.v4.new_notebook(cells=[md("b", metadata={"tags": ["solution"]})]))

@@ -32,10 +32,15 @@ def sources() -> list[Path]:
 # --- solution / learner versions (drill notebooks) ---------------------------------------
 # In a source, code between "### BEGIN SOLUTION" and "### END SOLUTION" is a reference answer,
 # and a line ending in "# solution-only" (e.g. `assert report.passed`) belongs to it too.
+# In a markdown cell, text between "<!-- BEGIN SOLUTION -->" and "<!-- END SOLUTION -->" (each on
+# its own line) is part of the answer (a derivation, a note on the reference answer); a cell of
+# either kind tagged "solution" (MyST: `:tags: [solution]` / `+++ {"tags": ["solution"]}`) is
+# answer as a whole (e.g. a demo that contains a correct implementation).
 # The solution version drops the marker lines; the learner version (NAME_learner.ipynb)
-# replaces each answer by a NotImplementedError and drops the solution-only lines, so its check
-# cells run and report failure instead of crashing.
+# replaces each answer by a NotImplementedError, drops the solution-only lines, text and cells, and
+# drops every cell that is left empty, so its check cells run and report failure instead of crashing.
 BEGIN, END, ONLY = "### BEGIN SOLUTION", "### END SOLUTION", "# solution-only"
+MD_BEGIN, MD_END, TAG = "<!-- BEGIN SOLUTION -->", "<!-- END SOLUTION -->", "solution"
 BLANK = 'raise NotImplementedError("在这里写出你的实现 (write your implementation here)")'
 
 
@@ -51,8 +56,29 @@ def without_teacher_notes(nb):
     return nb
 
 
+def is_solution_cell(cell) -> bool:
+    return TAG in cell.get("metadata", {}).get("tags", [])
+
+
 def has_solutions(nb) -> bool:
-    return any(BEGIN in c.source for c in nb.cells if c.cell_type == "code")
+    return any((BEGIN in c.source if c.cell_type == "code" else MD_BEGIN in c.source) or is_solution_cell(c)
+               for c in nb.cells)
+
+
+def _markdown_version(source: str, learner: bool) -> str:
+    out, inside = [], False
+    for line in source.split("\n"):
+        stripped = line.strip()
+        if stripped == MD_BEGIN:
+            inside = True
+        elif stripped == MD_END:
+            inside = False
+        elif not (learner and inside):
+            out.append(line)
+    text = "\n".join(out)
+    while "\n\n\n" in text:                     # the hole a removed block leaves
+        text = text.replace("\n\n\n", "\n\n")
+    return text.strip("\n") if learner else text
 
 
 def versions(nb, learner: bool):
@@ -60,7 +86,12 @@ def versions(nb, learner: bool):
     import copy
 
     nb = copy.deepcopy(nb)
+    if learner:
+        nb.cells = [c for c in nb.cells if not is_solution_cell(c)]
     for cell in nb.cells:
+        if cell.cell_type == "markdown" and MD_BEGIN in cell.source:
+            cell.source = _markdown_version(cell.source, learner)
+            continue
         if cell.cell_type != "code" or (BEGIN not in cell.source and ONLY not in cell.source):
             continue
         lines, out, inside = cell.source.split("\n"), [], False
@@ -77,9 +108,11 @@ def versions(nb, learner: bool):
             else:
                 out.append(line.replace("  " + ONLY, "").replace(" " + ONLY, "") if stripped.endswith(ONLY) else line)
         cell.source = "\n".join(out)
+    if learner:
+        nb.cells = [c for c in nb.cells if c.source.strip() or c.cell_type == "raw"]
     if learner and nb.cells and nb.cells[0].cell_type == "markdown":
-        nb.cells[0].source += ("\n\n> **学习版 (learner version)**：每张卡片里的实现是空的，先运行一遍看检查结果，"
-                               "再把 `raise NotImplementedError(...)` 换成你的代码，直到检查全部通过。")
+        nb.cells[0].source += ("\n\n> **学习版 (learner version)**：每张卡片里的实现是空的，答案不在这个文件里。"
+                               "先运行一遍看检查结果，再把 `raise NotImplementedError(...)` 换成你的代码，直到检查全部通过。")
     return nb
 
 

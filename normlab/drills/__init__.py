@@ -34,6 +34,13 @@ Kinds and what ``impl`` is (signatures mirror torch.nn):
     "postnorm_block"      f(x, sublayer, norm) -> norm(x + sublayer(x))
     "dyt"                 class DyT(d, alpha_init=0.5): weight * tanh(alpha * x) + bias (notebook 07)
 
+Timed mode and progress (issue 18): ``drills.start("layernorm")`` in its own cell when the card is
+opened starts the clock (a card name such as "blocks" or "deepnorm" starts all its kinds); a check
+reports the time against the card's target and the first passing check stops the clock. Every check
+of a card the learner filled in is saved to a small JSON file (``$NORMLAB_DRILLS_FILE``, default
+~/.normlab/drills.json): ``python -m normlab.drills --progress`` prints it, ``--reset CARD`` forgets
+one card's progress (never an answer). See progress.py.
+
 Every check compares with torch's own functions (F.layer_norm, F.rms_norm, F.batch_norm) or
 float64 autograd; when an output differs, the known wrong formulas and their combinations
 (unbiased variance, eps outside the root / missing / ignored, no square root, (1 + weight),
@@ -43,16 +50,17 @@ is still checked; the difference is a production finding. Learner code runs unde
 an exception in any step, a wrong shape or dtype, NaN or a timeout becomes a finding of that step,
 never a crash of the checker or a lost report. Command line:
     python -m normlab.drills layernorm path/to/my_ln.py [--level production]
+    python -m normlab.drills --progress | --reset CARD
 """
 
 from __future__ import annotations
 
-import time
-
 import torch
 
+from . import progress
 from .checks import (backward_checks, block_checks, bn_checks, deepnorm_constant_checks, deepnorm_init_checks,
                      deepnorm_residual_checks, dyt_checks, ln_checks)
+from .progress import CARDS, TARGETS, record_progress, start
 from .report import LEVELS, Finding, Report, SubmissionError
 
 KINDS = {
@@ -74,14 +82,6 @@ NAMES = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm", "batchnorm": "BatchNorm
          "rmsnorm_backward": "rmsnorm_backward", "deepnorm_constants": "deepnorm_constants",
          "deepnorm_residual": "deepnorm_residual", "deepnorm_init": "deepnorm_init", "prenorm_block": "prenorm_block",
          "postnorm_block": "postnorm_block", "dyt": "DyT"}
-
-
-_started: dict[str, float] = {}
-
-
-def start(kind: str) -> None:
-    """Timed mode: start the clock for a drill; the next ``check`` of that kind reports the time."""
-    _started[kind] = time.time()
 
 
 def check(kind: str, impl, level: str = "interview") -> Report:
@@ -108,10 +108,10 @@ def check(kind: str, impl, level: str = "interview") -> Report:
                                                   f"{type(err).__name__}: {err}"))
     finally:
         torch.set_num_threads(threads)
-    report = Report(kind, findings, level=level)
-    if kind in _started:
-        report.elapsed = time.time() - _started.pop(kind)
+    report = Report(kind, findings, level=level, target=progress.TARGETS[kind])
+    report.elapsed, report.clock_running = progress.lap(kind, report.passed_at())
+    progress.record(report)
     return report
 
 
-__all__ = ["check", "start", "KINDS", "NAMES", "LEVELS", "Report", "Finding"]
+__all__ = ["check", "start", "record_progress", "KINDS", "NAMES", "LEVELS", "CARDS", "TARGETS", "Report", "Finding"]

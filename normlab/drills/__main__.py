@@ -1,7 +1,12 @@
 """python -m normlab.drills KIND path/to/file.py [--level production]
+python -m normlab.drills --progress
+python -m normlab.drills --reset CARD
 
 Check the file's implementation. Exit 0 when the interview level (面试级) passes; with
-``--level production`` only when the production level (工程级) passes too; 1 otherwise."""
+``--level production`` only when the production level (工程级) passes too; 1 otherwise.
+``--progress`` prints the progress file as a table (card, attempts, best time, target, the levels
+passed); ``--reset CARD`` forgets one card's progress (a card such as layernorm or blocks, a kind,
+a number 1-9, or "all"). Neither reads nor writes any answer: only the progress file."""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from . import KINDS, LEVELS, NAMES, check
+from . import KINDS, LEVELS, NAMES, check, progress
 
 
 def load(kind: str, path: Path):
@@ -39,6 +44,26 @@ def load(kind: str, path: Path):
 
 def main(argv: list[str]) -> int:
     args, level = list(argv), "interview"
+    if args == ["--progress"]:
+        print(progress.table())
+        return 0
+    if args and args[0].split("=", 1)[0] == "--reset":
+        names = [args[0].split("=", 1)[1]] if "=" in args[0] else args[1:]
+        if len(names) != 1:
+            print("用法 usage: python -m normlab.drills --reset CARD   "
+                  f"(CARD: {', '.join(progress.CARDS)}、一个练习类型 a kind、编号 1-9，或 all)")
+            return 2
+        try:
+            gone = progress.reset(names[0])
+        except ValueError as err:
+            print(err)
+            return 2
+        where = progress.progress_file()
+        if gone:
+            print(f"已清除 (reset) {', '.join(gone)} 的练习进度 ({where})；你的答案没有改动 (your answers are untouched)")
+        else:
+            print(f"{names[0]} 没有记录过进度 (no progress recorded) ({where})")
+        return 0
     for i, a in enumerate(args):
         if a.startswith("--level"):
             value = a.split("=", 1)[1] if "=" in a else (args[i + 1] if i + 1 < len(args) else "")
@@ -47,7 +72,8 @@ def main(argv: list[str]) -> int:
             break
     if len(args) != 2 or args[0] not in KINDS or level not in LEVELS:
         print(f"用法 usage: python -m normlab.drills KIND FILE.py [--level interview|production]   "
-              f"(KIND: {', '.join(sorted(KINDS))})")
+              f"(KIND: {', '.join(sorted(KINDS))})\n"
+              f"      python -m normlab.drills --progress | --reset CARD")
         return 2
     path = Path(args[1])
     if not path.exists():

@@ -37,8 +37,25 @@ class Finding:
 class Report:
     kind: str
     findings: list[Finding]
-    elapsed: float | None = None   # seconds since drills.start(kind), in timed mode
+    elapsed: float | None = None   # seconds since drills.start(card), in timed mode
     level: str = "interview"       # the level the caller asked for (the CLI's exit status)
+    target: float | None = None    # the card's target time in seconds (shown in timed mode)
+    clock_running: bool = False    # timed and not passed yet: the clock keeps running
+
+    def timing(self) -> str | None:
+        """"用时 4:12 / 目标 5:00（在目标内）" in timed mode, None otherwise."""
+        if self.elapsed is None:
+            return None
+        text = f"用时 (time) {mmss(self.elapsed)}"
+        if self.target is not None:
+            text += f" / 目标 (target) {mmss(self.target)}"
+        if self.clock_running:
+            return text + "（未通过，计时继续 clock running）"
+        if self.target is None:
+            return text
+        if self.elapsed <= self.target:
+            return text + "（在目标内 within target）"
+        return text + f"（超出目标 over target by {mmss(self.elapsed - self.target)}）"
 
     def failed_at(self, level: str) -> list[Finding]:
         """Failures that block ``level``: interview failures block both levels."""
@@ -99,7 +116,7 @@ class Report:
     def __str__(self) -> str:
         head = f"[{self.kind}] {'通过 PASSED' if self.passed_at() else '未通过 FAILED'} · {self.verdict()}"
         if self.elapsed is not None:
-            head += f"，用时 {int(self.elapsed // 60)} 分 {int(self.elapsed % 60)} 秒"
+            head += " · " + self.timing()
         lines = [head] + ["  " + line for line in self.level_lines()]
         for lv in LEVELS:
             for f in self.findings:
@@ -128,13 +145,19 @@ class Report:
         title = (f"<b style='color:{color}'>{html.escape(self.kind)}: "
                  f"{'通过 PASSED' if self.passed_at() else '未通过 FAILED'}</b> · {html.escape(self.verdict())}")
         if self.elapsed is not None:
-            title += f" · 用时 {int(self.elapsed // 60)}:{int(self.elapsed % 60):02d}"
+            title += " · " + html.escape(self.timing())
         levels = "".join(f"<div>{html.escape(line)}</div>" for line in self.level_lines())
         table = (f"<table><thead><tr><th></th><th>级别 level</th><th>检查 check</th><th>结论 finding</th>"
                  f"<th>反例 counterexample</th></tr></thead><tbody>{''.join(rows)}</tbody></table>") if rows else ""
         good = [f.id for f in self.findings if f.passed]
         passed = (f"<div style='color:#2e7d32'>✓ 通过 (passed): {html.escape(', '.join(good))}</div>") if good else ""
         return f"<div>{title}{levels}{table}{passed}</div>"
+
+
+def mmss(seconds: float) -> str:
+    """4:05 for 245 s (minutes may exceed 59)."""
+    s = int(round(seconds))
+    return f"{s // 60}:{s % 60:02d}"
 
 
 class DrillTimeout(Exception):
