@@ -11,6 +11,7 @@ must be the grid's entry for the new control state.
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from urllib.parse import urlparse
@@ -106,16 +107,11 @@ def badge_text(box) -> str:
 
 # --- what a front-end drew, per widget ---------------------------------------------------------------
 
-def drawn_toy(box) -> dict:
-    return {"bars": box.evaluate("b => Array.from(b.querySelectorAll('svg rect')).map(r => Number(r.dataset.value))")}
-
-
-def check_toy(box, entry: dict) -> None:
-    assert drawn_toy(box)["bars"] == entry["bars"]
-
-
-def drawn_explorer(box) -> dict:
-    return box.evaluate("""b => {
+# What each front-end drew, read from the contract's data attributes (one JS function per widget).
+DRAWN = {
+    "_toy": """b => ({ bars: Array.from(b.querySelectorAll('svg rect')).map(r => Number(r.dataset.value)),
+                      colors: Array.from(b.querySelectorAll('svg rect')).map(r => r.getAttribute('fill')) })""",
+    "explorer": """b => {
       const cells = Array.from(b.querySelectorAll('[data-cell]'));
       const sel = cells.filter(c => c.classList.contains('selected'));
       return { n: cells.length, selected: sel.map(c => c.dataset.cell),
@@ -123,7 +119,23 @@ def drawn_explorer(box) -> dict:
                lit: cells.filter(c => c.classList.contains('selected') || c.classList.contains('same')).map(c => c.dataset.cell).sort(),
                same_group: sel.length ? cells.filter(c => c.dataset.group === sel[0].dataset.group).map(c => c.dataset.cell).sort() : [],
                groups: Object.fromEntries(cells.map(c => [c.dataset.cell, c.dataset.group])) };
-    }""")
+    }""",
+    "gradflow": """b => ({
+      grad: Array.from(b.querySelectorAll('[data-last-grad]')).map(e => Number(e.dataset.lastGrad)),
+      act: Array.from(b.querySelectorAll('[data-last-act]')).map(e => Number(e.dataset.lastAct)) })""",
+}
+
+
+def drawn_toy(box) -> dict:
+    return box.evaluate(DRAWN["_toy"])
+
+
+def check_toy(box, entry: dict) -> None:
+    assert drawn_toy(box) == {"bars": entry["bars"], "colors": [entry["color"]] * len(entry["bars"])}
+
+
+def drawn_explorer(box) -> dict:
+    return box.evaluate(DRAWN["explorer"])
 
 
 def check_explorer(box, entry: dict) -> None:
@@ -149,9 +161,7 @@ def grid_groups(entry: dict) -> dict | None:
 
 
 def drawn_gradflow(box) -> dict:
-    return box.evaluate("""b => ({
-      grad: Array.from(b.querySelectorAll('[data-last-grad]')).map(e => Number(e.dataset.lastGrad)),
-      act: Array.from(b.querySelectorAll('[data-last-act]')).map(e => Number(e.dataset.lastAct)) })""")
+    return box.evaluate(DRAWN["gradflow"])
 
 
 def check_gradflow(box, entry: dict) -> None:
@@ -412,10 +422,59 @@ def test_slides_widgets_work_with_no_kernel(browser, slides_url, artifacts):
 
 # --- JupyterLab: the same front-end, through the kernel --------------------------------------------
 
-LAB_NOTEBOOKS = ["03_layernorm", "01_residuals"]
+LAB_NOTEBOOKS = {"03_layernorm": "explorer", "01_residuals": "gradflow"}
 
 
-@pytest.mark.parametrize("name", LAB_NOTEBOOKS)
+def live_view(page):
+    """The output area that holds an anywidget front-end (its native controls)."""
+    view = page.locator(".jp-OutputArea-output:has(select)").first
+    view.wait_for(timeout=30000)
+    view.scroll_into_view_if_needed()
+    return view
+
+
+def change_live_control(page, name: str, widget: str, artifacts: Path) -> None:
+    """Pick another option of the widget's first <select>; the picture must change, which only the
+    kernel can make happen (the front-end draws on change:data, and data comes from Python)."""
+    from test_browser_lab import errors_in
+
+    view = live_view(page)
+    assert LIVE_BADGE in view.inner_text(), f"{name}: the widget does not say {LIVE_BADGE}"
+    assert GRID_BADGE not in view.inner_text()
+    before = view.evaluate(DRAWN[widget])
+    assert any(before.values()), f"{name}: the front-end drew nothing the test can read: {before}"
+    page.screenshot(path=str(artifacts / f"widgets_lab_{name}_before.png"))
+    select = view.locator("select").first
+    current = select.input_value()
+    target = next(v for v in select.evaluate("s => Array.from(s.options).map(o => o.value)") if v != current)
+    select.select_option(target)
+    page.wait_for_function(f"([el, before]) => JSON.stringify(({DRAWN[widget]})(el)) !== JSON.stringify(before)",
+                           arg=[view.element_handle(), before], timeout=30000)
+    page.wait_for_selector(".jp-StatusBar-TextItem:has-text('| Idle')", timeout=60000)
+    page.wait_for_timeout(200)
+    page.screenshot(path=str(artifacts / f"widgets_lab_{name}_after.png"))
+    assert not errors_in(page), errors_in(page)
+
+
+def test_lab_toy_redraws_through_the_kernel(browser, lab, artifacts):
+    """The host alone in JupyterLab: anywidget loads the toy module, a control change goes to the
+    kernel, compute() answers, the front-end redraws."""
+    import nbformat
+
+    from test_browser_lab import run_all
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(TOY_CELL)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, lab["dir"] / "99_toy.ipynb")
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    problems = watch(page)
+    run_all(page, lab, "99_toy")
+    change_live_control(page, "99_toy", "_toy", artifacts)
+    page.close()
+    assert not [p for p in problems if p.startswith("network")], problems
+
+
+@pytest.mark.parametrize("name", list(LAB_NOTEBOOKS))
 def test_lab_widget_redraws_through_the_kernel(browser, lab, artifacts, name):
     from test_browser_lab import errors_in, run_all
 
@@ -423,21 +482,6 @@ def test_lab_widget_redraws_through_the_kernel(browser, lab, artifacts, name):
     problems = watch(page)
     run_all(page, lab, name)
     assert not errors_in(page), errors_in(page)
-    view = page.locator(".jp-OutputArea-output .normlab-live, .jp-OutputArea-output:has(select, input[type=range])").first
-    view.wait_for(timeout=30000)
-    view.scroll_into_view_if_needed()
-    assert LIVE_BADGE in view.inner_text(), f"{name}: the widget does not say {LIVE_BADGE}"
-    first = view.locator("select").first
-    options = first.evaluate("s => Array.from(s.options).map(o => o.value)")
-    current = first.input_value()
-    before = view.inner_html()
-    page.screenshot(path=str(artifacts / f"widgets_lab_{name}_before.png"))
-    target = next(v for v in options if v != current)
-    first.select_option(target)
-    # the kernel answers with new data: the picture changes (the browser alone cannot draw it)
-    page.wait_for_function("([el, before]) => el.innerHTML !== before", arg=[view.element_handle(), before], timeout=30000)
-    page.wait_for_selector(".jp-StatusBar-TextItem:has-text('| Idle')", timeout=60000)
-    page.screenshot(path=str(artifacts / f"widgets_lab_{name}_after.png"))
-    assert not errors_in(page), errors_in(page)
+    change_live_control(page, name, LAB_NOTEBOOKS[name], artifacts)
     page.close()
     assert not [p for p in problems if p.startswith("network")], problems
