@@ -424,7 +424,8 @@ def cmd_test(args: list[str]) -> int:
     # Two notebooks run at once (two pytest workers, and the book build's two executors): one
     # thread each. Two OpenMP pools of two threads on two cores spin against each other and run
     # many times slower than one thread each.
-    env = dict(os.environ, MPLBACKEND="Agg", PYTHONHASHSEED="0", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    env = dict(os.environ, MPLBACKEND="Agg", PYTHONHASHSEED="0", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
+               NORMLAB_DRILLS_FILE="off")   # test runs never write a learner's drill progress
     code = run([py, "-m", "pytest", *targets, "--nbval-lax", "--nbval-current-env",
                 "--nbval-cell-timeout", "300", "-n", "2", "--dist", "loadscope", "-p", "no:cacheprovider",
                 "--durations", "15",
