@@ -7,9 +7,23 @@ References used here, none of them that table:
   nothing about norms or axes);
 - the statistics torch.nn actually uses, recovered from its output;
 - group counts worked out by hand for one shape.
+
+The widget (an anywidget, drawn by web/explorer.js) gets its picture from ``compute()``; the tests
+below check that data against the same references, the grid's keys against the contract's rule
+(web_host.grid_key), its size, and the Chinese messages of refused settings. The browser check of the
+front-end is the last test (skipped where no Chromium is installed).
 """
 
 from __future__ import annotations
+
+import base64
+import gzip
+import itertools
+import json
+import math
+import random
+import re
+from pathlib import Path
 
 import matplotlib
 
@@ -23,9 +37,11 @@ from torch import nn  # noqa: E402
 from normlab.widgets import explorer as ex  # noqa: E402
 from normlab.widgets.dependence import dependence_groups  # noqa: E402
 from normlab import viz  # noqa: E402
+from normlab.widgets import web_host  # noqa: E402
 
 viz.use_style(quiet=True)  # the course style with its CJK font, as normlab.setup() sets in notebooks
 
+WEB = Path(ex.__file__).resolve().parent / "web"
 SHAPES = {"image": [(2, 4, 3, 2), (3, 6, 1, 4)], "text": [(2, 5, 4), (3, 2, 6)]}
 CASES = [(norm, layout, shape) for layout in ex.LAYOUTS for shape in SHAPES[layout] for norm in ex.NORMS]
 
@@ -150,32 +166,151 @@ def test_any_function_can_be_probed():
     assert got == partition(ex.groups("layernorm_text", (2, 4, 3, 2), "image")) and len(got) == 2 * 3 * 2
 
 
-def test_widget_builds_and_reacts_without_a_browser():
+# --- the widget's data: what the browser draws comes from the real computation -------------------------
+
+@pytest.mark.parametrize("norm,layout,shape", CASES)
+def test_widget_data_is_the_real_layers_computation(norm, layout, shape):
+    """compute() (what the front-end draws, live and in the grid) against torch.nn written out here."""
+    e = ex.AxesExplorer(layout, shape=shape, norm=norm)
+    data = e.compute(e.controls)
+    assert data == e.data and e.error == ""
+    ids = torch.tensor(data["ids"]).reshape(shape)
+    assert partition(ids) == perturbation_partition(torch_layer(norm, layout, shape), shape)   # finite differences
+    assert torch.equal(ids, dependence_groups(ex.normalizer(norm, layout, shape, impl="torch", dtype=torch.float64),
+                                              shape))                                       # the Jacobian, same ids
+    counts = torch.bincount(ids.reshape(-1))
+    assert data["n_groups"] == len(counts) and (counts == data["group_size"]).all()
+    assert data["blocks"] == [shape[0], shape[1], math.prod(shape[2:])]
+    x = e.tensor().double()
+    assert data["x"] == pytest.approx(x.reshape(-1).tolist(), rel=5.1e-3, abs=1e-6)   # 3 significant digits
+    for g in range(len(counts)):                                        # each group's statistics, by hand
+        xs = x[ids == g]
+        if norm == "rmsnorm":
+            assert data["stats"]["rms"][g] == pytest.approx(xs.pow(2).mean().sqrt().item(), rel=1e-3)
+        else:
+            assert data["stats"]["mean"][g] == pytest.approx(xs.mean().item(), rel=1e-3, abs=1e-4)
+            assert data["stats"]["var"][g] == pytest.approx(xs.var(unbiased=False).item(), rel=1e-3)
+    with torch.no_grad():
+        y = torch_layer(norm, layout, shape)(x)
+    assert data["y"] == pytest.approx(y.reshape(-1).tolist(), rel=5.1e-3, abs=1e-5)
+    assert data["lines"] == ex.stat_lines(norm, layout) and data["module"] == ex.module_line(norm, layout)
+
+
+def test_data_does_not_depend_on_the_selected_cell():
+    e = ex.AxesExplorer("image", norm="groupnorm")
+    before = e.data
+    sel = e.update(cell=(0, 0, 0, 0))
+    assert e.data == before and sel.cell == (0, 0, 0, 0)
+    assert e.controls["cell"] == "0,0,0,0"
+    # the browser's highlight rule (same group id) is the Selection's members
+    ids = torch.tensor(e.data["ids"]).reshape(sel.shape)
+    assert torch.equal(ids == ids[sel.cell], sel.members)
+
+
+def test_widget_follows_its_controls_like_the_front_end_sends_them():
     e = ex.AxesExplorer("image")
-    w = e.widget
-    assert w is not None and e._image.value[:4] == b"\x89PNG"
-    e._norm.value = "instancenorm"
-    assert e.selection.norm == "instancenorm" and e.selection.n_groups == 4 * 6
-    e._sizes[1].value = 4                  # C = 4: the group dropdown follows the divisors
-    assert list(e._groups.options) == [1, 2, 4]
-    e._norm.value = "groupnorm"
-    e._groups.value = 4
-    assert e.selection.num_groups == 4 and e.selection.n_groups == 4 * 4
-    before = e.selection.stats
+    assert e.source == "live" and e.spec["control_order"] == ["layout", "norm", "shape", "num_groups"]
+    assert e.controls == {"layout": "image", "norm": "batchnorm", "shape": "4,6,3,3", "num_groups": 0,
+                          "cell": "2,3,1,1", "seed": 0}
+    e.set_controls(norm="instancenorm")
+    assert e.selection.norm == "instancenorm" and e.data["n_groups"] == 4 * 6
+    e.set_controls(norm="groupnorm", shape="4,4,3,3", num_groups=4, cell="1,2,0,1")
+    assert e.selection.num_groups == 4 and e.data["n_groups"] == 4 * 4 and e.selection.cell == (1, 2, 0, 1)
+    before = e.data["stats"]
     e.update(seed=5)
-    assert e.selection.stats != before
-    e._norm.value = "instancenorm"
-    e._sizes[2].value, e._sizes[3].value = 1, 1   # one pixel: InstanceNorm cannot train; the panel says why
-    assert "至少需要 2 个空间位置" in e._panel.value
-    e._layout.value = "text"                      # switch layout: three size sliders, default (B, S, E)
-    assert e.selection.layout == "text" and e.selection.shape == ex.DEFAULT_SHAPE["text"]
-    assert len(e._sizes) == 3 and e._idx[2].max == ex.DEFAULT_SHAPE["text"][2] - 1
-    e._norm.value = "batchnorm"
-    assert e.selection.n_groups == ex.DEFAULT_SHAPE["text"][2]      # one statistic per feature E
-    e._idx[2].value = 1
-    assert e.selection.cell[2] == 1
+    assert e.data["stats"] != before and e.controls["seed"] == 5
+    e.set_controls(norm="instancenorm", shape="4,4,1,1")  # one pixel: InstanceNorm cannot train; the error says why
+    assert "至少需要 2 个空间位置" in e.error and e.data["norm"] == "groupnorm"   # the last picture stays
+    assert e.selection.norm == "groupnorm"                                        # and so does the state
+    e.set_controls(shape="4,4,2,1")
+    assert e.error == "" and e.data["norm"] == "instancenorm" and e.data["group_size"] == 2
+    sel = e.update(layout="text")                 # a new layout starts from its default shape, middle cell
+    assert sel.shape == ex.DEFAULT_SHAPE["text"] and e.controls["shape"] == "4,6,8" and e.controls["cell"] == "2,3,4"
+    e.set_controls(norm="batchnorm")
+    assert e.data["n_groups"] == ex.DEFAULT_SHAPE["text"][2] and e.controls["num_groups"] == 0
     t = ex.AxesExplorer("text", norm="layernorm_text", cell=(0, 1, 2))
     assert t.selection.group_size == 8 and t.selection.lines["mean"] == "x.mean(dim=-1)"
+    assert t.png()[:4] == b"\x89PNG" and "LayerNorm" in t.caption()
+
+
+def test_refused_settings_give_a_chinese_message():
+    e = ex.AxesExplorer("image", norm="groupnorm")
+    good = e.data
+    e.set_controls(num_groups=4)                  # 4 does not divide C = 6
+    assert "整除" in e.error and "(num_groups must divide the channel count.)" in e.error and e.data == good
+    assert e.selection.num_groups == 2
+    with pytest.raises(ValueError, match="整除"):
+        e.update(num_groups=4)
+    with pytest.raises(ValueError, match="整除"):
+        e.compute({"layout": "text", "norm": "groupnorm", "shape": "2,3,8", "num_groups": 3})
+    e.set_controls(shape="4,x,3,3")
+    assert "逗号分隔的整数" in e.error
+    grid = e.static_grid()
+    refused = {k: v["__error__"] for k, v in grid.items() if "__error__" in v}
+    assert refused and all(k.split("|")[1] == "instancenorm" and k.split("|")[2].endswith(",1,1") for k in refused)
+    assert all("InstanceNorm" in m and "至少需要 2 个空间位置" in m for m in refused.values())
+
+
+def test_grid_keys_follow_the_contract_and_cover_every_slider_position():
+    e = ex.AxesExplorer()
+    spec, grid, wanted = e.spec, e.static_grid(), e.grid_controls()
+    order = spec["control_order"]
+    keys = ["|".join(str(c[n]) for n in order) for c in wanted]
+    assert list(grid) == keys and len(set(keys)) == len(keys)
+    for c in wanted:
+        assert isinstance(c["num_groups"], int) and all(isinstance(c[n], str) for n in ("layout", "norm", "shape"))
+    dims = [c for c in spec["controls"] if c.get("part_of") == "shape"]
+    for layout in ex.LAYOUTS:
+        mine = sorted((c for c in dims if c["layout"] == layout), key=lambda c: c["index"])
+        ch = spec["channel_axis"][layout]
+        for shape in itertools.product(*[range(c["min"], c["grid_max"] + 1) for c in mine]):
+            s = ",".join(map(str, shape))
+            for norm in ex.NORMS:
+                gs = [g for g in range(1, shape[ch] + 1) if shape[ch] % g == 0] if norm == "groupnorm" else [0]
+                for g in gs:
+                    assert f"{layout}|{norm}|{s}|{g}" in grid
+        default = ",".join(map(str, ex.DEFAULT_SHAPE[layout]))
+        assert all(f"{layout}|{n}|{default}|{2 if n == 'groupnorm' else 0}" in grid for n in ex.NORMS)
+    for key in random.Random(0).sample(keys, 40):           # an entry is compute() of its controls
+        c = dict(zip(order, key.split("|")), num_groups=int(key.split("|")[3]))
+        try:
+            assert grid[key] == web_host.plain(e.compute(c))
+        except ValueError as err:
+            assert grid[key] == {"__error__": str(err)}
+    assert grid["image|batchnorm|4,6,3,3|0"] == e.data
+
+
+def test_grid_json_stays_small():
+    e = ex.AxesExplorer()
+    text = json.dumps(web_host.plain(e.static_grid()), ensure_ascii=False, separators=(",", ":")).encode()
+    packed = base64.b64encode(gzip.compress(text, compresslevel=9, mtime=0))
+    assert len(text) < 3_000_000 and len(packed) < 600_000, (len(text), len(packed))
+    html = e.static_html(png=e.png())
+    assert len(html.encode()) < 700_000 and 'data-widget="explorer"' in html and "gzip-base64" in html
+
+
+def test_the_bundle_is_static_html_in_the_book_and_the_widget_elsewhere(monkeypatch):
+    e = ex.AxesExplorer("text", norm="layernorm_text")
+    monkeypatch.setenv("NORMLAB_STATIC", "1")
+    data, _ = e._repr_mimebundle_()
+    assert "normlab-web" in data["text/html"] and data["image/png"] and "axes explorer" in data["text/plain"]
+    assert "application/vnd.jupyter.widget-view+json" not in data
+    monkeypatch.delenv("NORMLAB_STATIC")
+    data, _ = e._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in data and data["image/png"] and "text/html" not in data
+
+
+def test_front_end_files_follow_the_contract():
+    js = (WEB / "explorer.js").read_text(encoding="utf-8")
+    css = (WEB / "explorer.css").read_text(encoding="utf-8")
+    assert "export default" in js and not re.search(r"^\s*import\b|\bimport\(|https?://", js, flags=re.M)
+    used = set(re.findall(r"\bmodel\.(\w+)\(", js))
+    assert used <= {"get", "set", "save_changes", "on", "off"}, used
+    for attr in ('"data-cell"', "dataset.group", '"selected"', '"same"', "lastUpdateMs", "ArrowLeft", '"Enter"'):
+        assert attr in js, attr
+    assert '"Noto Sans CJK SC", "Source Han Sans SC", "WenQuanYi Micro Hei", "Microsoft YaHei"' in css
+    sizes = [float(v) for v in re.findall(r"font-size:\s*([\d.]+)px", css)]
+    assert sizes and min(sizes) >= 14 and "url(" not in css and "@import" not in css
 
 
 def test_static_grid_has_every_norm_and_layout():
@@ -197,15 +332,88 @@ def test_bad_input_gets_a_clear_chinese_error():
         ex.describe(torch.randn(2, 3, 4), "batchnorm", "text", (0, 3, 0))
 
 
-def test_each_control_change_redraws_once():
-    """A slider move may adjust other controls (cell range, G options); it must still redraw once."""
+# --- the front-end in Chromium, with no kernel (the static fragment the book embeds) ---------------------
+
+DRAWN = """() => {
+  const view = document.querySelector('.normlab-web-view');
+  const cells = Array.from(view.querySelectorAll('[data-cell]'));
+  return { key: view.dataset.key, ms: view.dataset.lastUpdateMs, error: view.querySelector('.nl-ax-error').textContent,
+           cells: cells.map(c => c.dataset.cell), groups: cells.map(c => Number(c.dataset.group)),
+           selected: cells.filter(c => c.classList.contains('selected')).map(c => c.dataset.cell),
+           same: cells.filter(c => c.classList.contains('same')).map(c => c.dataset.cell),
+           text: view.textContent };
+}"""
+
+
+def test_front_end_in_chromium_without_a_kernel(browser, artifacts, tmp_path):
+    """Controls, clicks and arrow keys on the static page: the highlighted cells are always the selected
+    cell's group in the grid's entry for the controls shown; Chinese renders as glyphs."""
+    from test_browser_book import GLYPH_CHECK
+
+    glyphs = GLYPH_CHECK.replace("document.body", "document.querySelector('.nl-explorer')")
+    viz.use_style(quiet=True)
     e = ex.AxesExplorer("image")
-    _ = e.widget
-    calls = []
-    real_update = e.update
-    e.update = lambda **kw: calls.append(kw) or real_update(**kw)
-    e._sizes[1].value = 4          # C: 6 -> 4 changes the cell slider's range and the G options
-    e._idx[1].value = 0
-    e._norm.value = "groupnorm"
-    e._layout.value = "text"
-    assert len(calls) == 4
+    grid = e.static_grid()
+    page_file = tmp_path / "explorer.html"
+    page_file.write_text("<!doctype html><html><head><meta charset='utf-8'><link rel='icon' href='data:,'></head>"
+                         f"<body>{e.static_html(png=e.png())}</body></html>", encoding="utf-8")
+    page = browser.new_page(viewport={"width": 1100, "height": 900})
+    problems = []
+    page.on("pageerror", lambda err: problems.append(str(err)))
+    page.on("request", lambda r: problems.append(r.url) if r.url.startswith("http") else None)
+    page.goto(page_file.as_uri())
+    page.wait_for_selector(".nl-ax-cell")
+    times = []
+
+    def check(expect_key=None):
+        d = page.evaluate(DRAWN)
+        if expect_key:
+            assert d["key"] == expect_key
+        entry = grid[d["key"]]
+        if "__error__" in entry:
+            assert d["error"] == entry["__error__"]
+            return d
+        assert d["error"] == "" and d["groups"] == entry["ids"] and len(d["selected"]) == 1
+        g = d["groups"][d["cells"].index(d["selected"][0])]
+        assert sorted(d["same"]) == sorted(c for c, h in zip(d["cells"], d["groups"]) if h == g)
+        assert len(d["same"]) == entry["group_size"] and entry["module"] in d["text"]
+        if d["ms"]:
+            times.append(float(d["ms"]))
+        return d
+
+    assert "预先计算的网格" in check("image|batchnorm|4,6,3,3|0")["text"]
+    for norm in ex.NORMS:
+        page.select_option("select[name=norm]", norm)
+        check(f"image|{norm}|4,6,3,3|{2 if norm == 'groupnorm' else 0}")
+    assert page.locator("select[name=num_groups]").is_disabled()    # G only for GroupNorm
+    page.select_option("select[name=norm]", "groupnorm")
+    page.select_option("select[name=num_groups]", "3")
+    check("image|groupnorm|4,6,3,3|3")
+    page.locator("input[name=C]").fill("4")                       # G=3 does not divide 4: G follows (2)
+    check("image|groupnorm|4,4,3,3|2")
+    page.locator(".nl-ax-cell[data-cell='0,0,0']").click()
+    assert check()["selected"] == ["0,0,0"]
+    for key, want in [("ArrowRight", "0,0,1"), ("ArrowDown", "0,1,1"), ("ArrowLeft", "0,1,0"), ("ArrowLeft", "0,1,0")]:
+        page.keyboard.press(key)
+        assert check()["selected"] == [want], key
+    page.locator(".nl-ax-cell[data-cell='3,2,8']").focus()
+    page.keyboard.press("Enter")
+    assert check()["selected"] == ["3,2,8"]
+    page.keyboard.press("ArrowRight")                              # the last column of the last slice: stays
+    assert check()["selected"] == ["3,2,8"]
+    page.select_option("select[name=norm]", "instancenorm")
+    page.locator("input[name=H]").fill("1")
+    page.locator("input[name=W]").fill("1")
+    assert "至少需要 2 个空间位置" in check("image|instancenorm|4,4,1,1|0")["error"]
+    page.select_option("select[name=layout]", "text")              # a new layout: its default shape
+    check("text|instancenorm|4,6,8|0")
+    page.select_option("select[name=norm]", "layernorm_text")
+    page.locator(".nl-ax-cell[data-cell='1,2,3']").click()
+    d = check("text|layernorm_text|4,6,8|0")
+    assert sorted(d["same"]) == [f"1,2,{k}" for k in range(8)]     # one token: its E features
+    assert page.evaluate(glyphs)                                   # the widget's font list draws CJK
+    page.screenshot(path=str(artifacts / "explorer_static.png"), full_page=True)
+    page.close()
+    assert not problems, problems
+    assert times and max(times) < 200, times                       # a sanity bound, not the benchmark
+

@@ -26,6 +26,7 @@ from __future__ import annotations
 import io
 import itertools
 from collections.abc import Sequence
+from typing import ClassVar
 from functools import lru_cache
 
 import numpy as np
@@ -48,21 +49,22 @@ __all__ = ["NORMS", "LAYOUTS", "LABELS", "AXES", "DEFAULT_SHAPE", "AxesExplorer"
 
 STAT_NAMES = {"mean": "均值 (mean)", "var": "方差 (var)", "rms": "均方根 (RMS)"}
 KIND_LABELS = {"image": "图像 image (N, C, H, W)", "text": "文本 text (B, S, E)"}
-# The size sliders: live range (min, max) and the smaller range the static page precomputes (grid_max).
+# The size sliders, one per axis of each layout: the live range (min, max) and the smaller range the
+# static page precomputes (grid_max). They make up the ``shape`` control ("4,6,3,3").
 DIMS = {
-    "image": [{"name": "N", "label": "批量 N (batch)", "min": 2, "max": 6, "grid_max": 4},
-              {"name": "C", "label": "通道 C (channels)", "min": 2, "max": 6, "grid_max": 6},
-              {"name": "H", "label": "高 H (height)", "min": 1, "max": 4, "grid_max": 3},
-              {"name": "W", "label": "宽 W (width)", "min": 1, "max": 4, "grid_max": 3}],
-    "text": [{"name": "B", "label": "批量 B (batch)", "min": 2, "max": 6, "grid_max": 4},
-             {"name": "S", "label": "序列长度 S (sequence)", "min": 2, "max": 6, "grid_max": 6},
-             {"name": "E", "label": "特征 E (embedding)", "min": 1, "max": 8, "grid_max": 8}],
+    "image": [("N", "批量 N (batch)", 2, 6, 4), ("C", "通道 C (channels)", 2, 6, 6),
+              ("H", "高 H (height)", 1, 4, 3), ("W", "宽 W (width)", 1, 4, 3)],
+    "text": [("B", "批量 B (batch)", 2, 6, 4), ("S", "序列长度 S (sequence)", 2, 6, 6),
+             ("E", "特征 E (embedding)", 1, 8, 8)],
 }
+MAX_GROUPS = 8
 
-# What the front-end needs to build its controls (constant). Controls: layout, norm, shape ("4,6,3,3",
-# one slider per axis), num_groups (GroupNorm's G; 0 for every other norm, which has no G) form the
-# grid key; cell ("2,3,1,1", the selected element) and seed (the resample button) travel in
-# ``controls`` too but are not part of the key: neither changes ``data``'s groups, and the grid has seed 0.
+# What the front-end needs to build its controls (constant). The grid key is control_order:
+# layout | norm | shape ("4,6,3,3") | num_groups (GroupNorm's G; 0 for every other norm, which has none).
+# ``controls`` also carries cell ("2,3,1,1", the selected element) and seed (the resample button), which
+# are not in the key: neither changes ``data`` (the grid has seed 0; the selection is drawn in the browser).
+# Controls depend on each other: a new layout starts from its default shape; a new channel count or
+# norm picks a G that divides the channels; the front-end writes the grid key it shows in data-key.
 SPEC = {
     "title": "轴浏览器 (axes explorer)：哪些元素共用同一组统计量",
     "control_order": ["layout", "norm", "shape", "num_groups"],
@@ -70,11 +72,13 @@ SPEC = {
         {"name": "layout", "label": "布局 (layout)", "kind": "select",
          "options": [[k, v] for k, v in KIND_LABELS.items()]},
         {"name": "norm", "label": "归一化 (norm)", "kind": "select", "options": [[n, LABELS[n]] for n in NORMS]},
-        {"name": "shape", "label": "形状 (shape)", "kind": "range", "parts": DIMS},
         {"name": "num_groups", "label": "组数 G (num_groups, GroupNorm)", "kind": "select",
-         "options": "divisors of the channel count (C or E); 0 when the norm is not GroupNorm"},
+         "options": [[g, str(g)] for g in range(1, MAX_GROUPS + 1)], "only_for": "groupnorm",
+         "note": "offered: the divisors of the channel count (C or E)"},
+        *[{"name": name, "label": label, "kind": "range", "min": lo, "max": hi, "step": 1, "grid_max": grid_max,
+           "layout": layout, "part_of": "shape", "index": i}
+          for layout, dims in DIMS.items() for i, (name, label, lo, hi, grid_max) in enumerate(dims)],
     ],
-    "dims": DIMS,
     "default_shape": {k: list(v) for k, v in DEFAULT_SHAPE.items()},
     "axes": {k: list(v) for k, v in AXES.items()},
     "channel_axis": {"image": 1, "text": 2},
@@ -82,7 +86,7 @@ SPEC = {
     "text": {
         "cell": "选中格子 (cell)", "group": "所在组 (group)", "groups": "（共 {n} 组 groups）",
         "size": "每组元素 m (group size)", "module": "torch.nn 层 (layer)", "stats": "该组的统计量 (statistics)",
-        "code": "torch 代码 (code)", "value": "x → y", "resample": "重新抽样 x (resample)",
+        "code": "torch 代码 (code)", "resample": "重新抽样 x (resample)",
         "keys": "点格子选择；方向键移动选中格子 (arrow keys move the selection)",
         "no_g": "只用于 GroupNorm (GroupNorm only)",
     },
@@ -185,7 +189,7 @@ class AxesExplorer(WebWidget):
         GroupNorm with every G that divides the channels; seed 0, the middle cell."""
         out = []
         for layout in LAYOUTS:
-            ranges = [range(d["min"], d["grid_max"] + 1) for d in DIMS[layout]]
+            ranges = [range(lo, grid_max + 1) for _, _, lo, _, grid_max in DIMS[layout]]
             ch = SPEC["channel_axis"][layout]
             for shape in itertools.product(*ranges):
                 for norm in NORMS:
@@ -193,6 +197,14 @@ class AxesExplorer(WebWidget):
                     out += [{"layout": layout, "norm": norm, "shape": _shape_text(shape), "num_groups": g}
                             for g in gs]
         return out
+
+    _grid: ClassVar[dict | None] = None
+
+    def static_grid(self) -> dict[str, dict]:
+        """{grid key: data} over ``grid_controls()`` (the same for every instance: seed 0; computed once)."""
+        if AxesExplorer._grid is None:
+            AxesExplorer._grid = super().static_grid()
+        return AxesExplorer._grid
 
     # --- state <-> controls ---------------------------------------------------------------------------
     def _controls(self) -> dict:
@@ -214,6 +226,7 @@ class AxesExplorer(WebWidget):
                 state["cell"] = tuple(s // 2 for s in state["shape"])
             state["cell"] = tuple(min(max(i, 0), s - 1) for i, s in zip(state["cell"], state["shape"]))
             check_input(state["norm"], state["layout"], state["shape"], state["num_groups"])
+            explorer_data(state["norm"], state["layout"], state["shape"], state["num_groups"], seed)  # cached
         except (ValueError, KeyError, TypeError):
             return                       # compute() reports it in ``error``; the state stays
         if (state, seed) != (self.state, self.seed):

@@ -10,13 +10,15 @@
 //          (the grid key is spec.control_order = layout|norm|shape|num_groups; cell and seed are not in it)
 // data     {layout, shape, blocks: [slices, rows, cols], ids: [group per element], n_groups, group_size,
 //           stats: {mean: [per group], var: [...]} | {rms: [...]}, lines, module, x, y, title, sizes}
-// spec     {title, controls, dims: {image: [{name, label, min, max, grid_max}], text: [...]},
-//           default_shape, axes, channel_axis, stat_names, text}
+// spec     {title, control_order, controls: [layout, norm, num_groups (selects), one range per axis:
+//           {name, label, min, max, grid_max, layout, part_of: "shape", index}], default_shape, axes,
+//           channel_axis, stat_names, text}
 //
 // The selection lives in the browser: a click, the arrow keys (and Enter / Space on a cell) move it,
 // and every cell whose data-group equals the selected one gets the class "same". Each cell carries
 // data-cell="k,r,c" (slice, row, column: column = h·W + w for images) and data-group="g" for the
-// browser tests. el.dataset.lastUpdateMs is the time from the input event to the next animation frame
+// browser tests; el.dataset.key is the grid key of the controls shown (controls depend on each
+// other: a new layout starts from its default shape, G follows the channel count). el.dataset.lastUpdateMs is the time from the input event to the next animation frame
 // after the redraw (tools/bench_* read it).
 
 const SOURCE_TEXT = { live: "实时计算 (live, kernel)", grid: "预先计算的网格 (precomputed grid, no kernel)" };
@@ -84,7 +86,9 @@ export default {
 
     const controls = () => model.get("controls") || {};
     const src = () => model.get("source") || "live";
-    const dimsOf = (layout) => (spec.dims || {})[layout] || [];
+    const dimsOf = (layout) => (spec.controls || []).filter((c) => c.part_of === "shape" && c.layout === layout)
+      .sort((a, b) => a.index - b.index);
+    const keyOf = (c) => (spec.control_order || []).map((n) => String(c[n])).join("|");
     const channelsOf = (layout, shape) => shape[(spec.channel_axis || {})[layout] ?? 1];
 
     function finish() {
@@ -156,6 +160,7 @@ export default {
       resample.hidden = src() !== "live";
       source.textContent = SOURCE_TEXT[src()] || src();
       source.className = `nl-ax-source nl-ax-source-${src()}`;
+      el.dataset.key = keyOf(c);          // the grid key of the controls shown (browser tests)
     }
 
     layoutSel.addEventListener("change", () => {
@@ -172,8 +177,14 @@ export default {
       send({ norm, num_groups: norm === "groupnorm" ? pickGroups(channelsOf(c.layout, ints(c.shape))) : 0 });
     });
     groupSel.addEventListener("change", () => {
+      const c = controls();
+      const g = Number(groupSel.value);
+      if (c.norm !== "groupnorm" || !divisors(channelsOf(c.layout, ints(c.shape))).includes(g)) {
+        syncControls();                  // G belongs to GroupNorm and must divide the channels
+        return;
+      }
       t0 = performance.now();
-      send({ num_groups: Number(groupSel.value) });
+      send({ num_groups: g });
     });
     resample.addEventListener("click", () => {
       t0 = performance.now();
