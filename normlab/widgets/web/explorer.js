@@ -133,8 +133,9 @@ export default {
       slidersFor = layout;
     }
 
+    let wantG = Number(controls().num_groups) || 2;   // the learner's G, kept while another norm is shown
     function pickGroups(channels, want) {
-      const g = Number(want ?? groupSel.value ?? 2);
+      const g = Number(want ?? wantG);
       const ok = divisors(channels);
       return ok.includes(g) ? g : ok.includes(2) ? 2 : 1;
     }
@@ -152,7 +153,8 @@ export default {
       if (slidersFor !== c.layout || sliders.length !== shape.length) buildSliders(c.layout, shape);
       sliders.forEach((s, i) => { s.input.value = String(shape[i]); s.out.textContent = String(shape[i]); });
       const options = divisors(channelsOf(c.layout, shape));
-      const keep = c.norm === "groupnorm" ? Number(c.num_groups) : Number(groupSel.value || 2);
+      if (c.norm === "groupnorm" && Number(c.num_groups) > 0) wantG = Number(c.num_groups);
+      const keep = c.norm === "groupnorm" ? Number(c.num_groups) : wantG;
       groupSel.replaceChildren(...options.map((g) => html("option", { value: String(g), text: String(g) })));
       groupSel.value = String(options.includes(keep) ? keep : options.includes(2) ? 2 : 1);
       groupSel.disabled = c.norm !== "groupnorm";
@@ -184,6 +186,7 @@ export default {
         return;
       }
       t0 = performance.now();
+      wantG = g;
       send({ num_groups: g });
     });
     resample.addEventListener("click", () => {
