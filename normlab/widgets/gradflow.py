@@ -2,33 +2,57 @@
 
 ``curves(...)`` is the pure part: build a stack (fixed seed), push a fixed random batch through it,
 backpropagate ``probes.default_loss`` and return per-layer activation std and gradient norm.
-Same settings, same curves. ``GradFlow`` keeps one matplotlib figure and moves its lines in
-place on every control change (tools/bench_gradflow.py times that; the goal is < 100 ms).
-``static_figure()`` is the fallback for the book (no kernel there).
+Same settings, same curves.
+
+``GradFlow`` is a ``web_host.WebWidget``: one browser front-end (``web/gradflow.js``, SVG) draws
+the two curves. In JupyterLab ``compute(controls)`` runs ``curves(...)`` in the kernel on every
+control change; in the book and the slides (``NORMLAB_STATIC=1``) the same front-end reads a
+precomputed grid (``GRID``) that ships with the package (``data/gradflow_grid.json.gz``; regenerate
+it with ``python -m normlab.widgets.gradflow --write-grid``). ``png()`` is the matplotlib picture
+for print, nbval and pages without JavaScript; ``static_figure()`` the book's comparison figure.
 """
 
 from __future__ import annotations
 
-import html
+import argparse
+import gzip
 import io
-from functools import lru_cache
+import itertools
+import json
+import sys
+import time
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 
 import torch
 import numpy as np
 import PIL.Image
+import traitlets
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, LogLocator, NullLocator
 
 from .. import blocks, probes
-from .lazy import LazyWidget, error_html, fixed_figure
+from . import web_host
+from .lazy import fixed_figure
 
-__all__ = ["DEFAULTS", "Curves", "curves", "GradFlow", "static_figure", "LABELS"]
+__all__ = ["DEFAULTS", "Curves", "curves", "GradFlow", "static_figure", "LABELS", "CONTROL_ORDER", "GRID",
+           "WIDTHS", "curve_data", "grid", "compute_grid", "grid_controls", "spec", "GRID_FILE"]
 
 DEFAULTS = dict(depth=24, wiring="pre", norm="layernorm", scaling="none", width=64)
 LABELS = {"plain": "无残差 plain", "post": "Post-Norm", "pre": "Pre-Norm", "sandwich": "三明治 sandwich",
           "deepnorm": "DeepNorm", "layernorm": "LayerNorm", "rmsnorm": "RMSNorm", "none": "无 none",
           "rezero": "ReZero", "layerscale": "LayerScale", "gpt2": "GPT-2 1/√(2N)"}
+CONTROL_ORDER = ("depth", "wiring", "norm", "scaling", "width")   # the grid's key: "24|pre|layernorm|none|64"
+DEPTH_RANGE = (2, 128)
+WIDTHS = (16, 32, 64, 128, 256)                                   # the live widget's width choices
+# The precomputed grid of the book and the slides: every wiring, norm and scaling at these depths and
+# widths (refused combinations, e.g. Post-Norm without a norm, are stored as their error message).
+GRID = dict(depth=(2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128), wiring=blocks.WIRINGS, norm=blocks.NORMS,
+            scaling=blocks.SCALINGS, width=WIDTHS)
+GRID_SEED = 0
+GRID_FILE = Path(__file__).resolve().parent / "data" / "gradflow_grid.json.gz"
+
 BATCH = 64
 
 
@@ -77,140 +101,230 @@ def curves(depth: int = 24, wiring: str = "pre", norm: str = "layernorm", scalin
     return Curves(tuple(act_std), tuple(norms[:depth]), tuple(norms[depth:]), loss.item())
 
 
+
+
 def _describe(st: dict, c: Curves) -> str:
     return (f"{LABELS[st['wiring']]} · {LABELS[st['norm']]} · 缩放 {LABELS[st['scaling']]} · "
             f"N={st['depth']} · 宽 width={st['width']}    "
             f"||∂L/∂h_1|| / ||∂L/∂h_N|| = {c.grad_ratio:.3g}")
 
 
-class GradFlow(LazyWidget):
+# --- the data the front-end draws ------------------------------------------------------------------
+
+def _settings(controls: dict) -> dict:
+    """The five control values of ``controls`` (ints stay ints: they form the grid's key)."""
+    missing = [n for n in CONTROL_ORDER if n not in controls]
+    if missing:
+        raise ValueError(f"缺少控件的值 (missing control values)：{', '.join(missing)}")
+    st = {n: controls[n] for n in CONTROL_ORDER}
+    for n in ("depth", "width"):
+        v = st[n]
+        if isinstance(v, float) and v.is_integer():   # a JSON number from the browser
+            v = int(v)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{n} 应为正整数 ({n} must be a positive integer)，实际收到 {v!r}。")
+        st[n] = v
+    return st
+
+
+def curve_data(controls: dict, seed: int = 0) -> dict:
+    """What the front-end draws for one control state: ``act`` and ``grad`` per layer (4 significant
+    digits) and the ``caption`` line. A refused combination raises the Chinese ValueError."""
+    st = _settings(controls)
+    c = curves(**st, seed=seed)
+    return web_host.plain({"act": c.act_std, "grad": c.grad_norm, "caption": _describe(st, c)})
+
+
+def grid_controls() -> list[dict]:
+    """Every control state of the precomputed grid (GRID), refused combinations included."""
+    return [dict(zip(CONTROL_ORDER, values)) for values in itertools.product(*(GRID[n] for n in CONTROL_ORDER))]
+
+
+def compute_grid(seed: int = GRID_SEED, progress: bool = False) -> dict[str, dict]:
+    """{key: curve_data} over ``grid_controls()``; a refused state stores {"__error__": message}.
+    A few minutes on one core: the book reads the shipped file instead (``grid()``)."""
+    out, states = {}, grid_controls()
+    t0 = time.perf_counter()
+    for i, st in enumerate(states, 1):
+        key = web_host.grid_key(st, CONTROL_ORDER)
+        try:
+            out[key] = curve_data(st, seed)
+        except ValueError as err:
+            out[key] = {web_host.ERROR_KEY: str(err)}
+        if progress and (i % 100 == 0 or i == len(states)):
+            print(f"  {i}/{len(states)}  {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+    curves.cache_clear()       # 1,584 settings went through the cache: leave it to the notebook's own
+    return out
+
+
+def _grid_header(seed: int) -> dict:
+    return {"format": 1, "seed": seed, "control_order": list(CONTROL_ORDER),
+            "axes": {n: list(GRID[n]) for n in CONTROL_ORDER}}
+
+
+def write_grid(path: Path = GRID_FILE, seed: int = GRID_SEED) -> dict:
+    """Compute the grid and write it, gzipped JSON with a header (seed, axes, torch version)."""
+    t0 = time.perf_counter()
+    g = compute_grid(seed, progress=True)
+    doc = _grid_header(seed) | {"torch": torch.__version__, "compute_s": round(time.perf_counter() - t0, 1),
+                                "grid": g}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(doc, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    path.write_bytes(gzip.compress(text.encode(), compresslevel=9, mtime=0))
+    return doc
+
+
+def read_grid_file(path: Path = GRID_FILE) -> dict:
+    """The shipped file as written by ``write_grid`` (header and ``grid``)."""
+    return json.loads(gzip.decompress(path.read_bytes()).decode())
+
+
+@lru_cache(maxsize=4)
+def grid(seed: int = GRID_SEED) -> dict[str, dict]:
+    """The precomputed grid for ``seed``: the shipped file when it is that seed's and matches GRID,
+    else computed now (minutes; only a book built with another NORMLAB_SEED needs that)."""
+    if GRID_FILE.exists():
+        doc = read_grid_file()
+        if all(doc.get(k) == v for k, v in _grid_header(seed).items()):
+            return doc["grid"]
+    return compute_grid(seed)
+
+
+def spec(seed: int = GRID_SEED) -> dict:
+    """The front-end's control definitions, titles and labels (constant; synced as the ``spec`` trait)."""
+    opt = lambda names: [[n, LABELS[n]] for n in names]
+    depths = ", ".join(map(str, GRID["depth"]))
+    widths = ", ".join(map(str, GRID["width"]))
+    return {
+        "title": "梯度流实验室 (gradient flow)",
+        "control_order": list(CONTROL_ORDER),
+        "controls": [
+            {"name": "depth", "label": "层数 depth", "kind": "range", "min": DEPTH_RANGE[0], "max": DEPTH_RANGE[1],
+             "step": 1, "grid_values": list(GRID["depth"])},
+            {"name": "wiring", "label": "连接 wiring", "kind": "select", "options": opt(blocks.WIRINGS)},
+            {"name": "norm", "label": "归一化 norm", "kind": "select", "options": opt(blocks.NORMS)},
+            {"name": "scaling", "label": "残差缩放 scaling", "kind": "select", "options": opt(blocks.SCALINGS)},
+            {"name": "width", "label": "宽度 width", "kind": "select", "options": [[w, str(w)] for w in WIDTHS],
+             "grid_values": list(GRID["width"])},
+        ],
+        "titles": {"act": "激活的标准差 activation std", "grad": "梯度范数 ||∂L/∂h_i||  (对数 log)"},
+        "xlabel": "层 layer i",
+        "legend": {"current": "当前 current", "previous": "上一个设置 previous"},
+        # shown on the static page only: its depth slider jumps between these values
+        "grid_note": f"网格里的层数 depth：{depths}；宽度 width：{widths}；种子 seed {seed}",
+    }
+
+
+# --- the widget ----------------------------------------------------------------------------------
+
+class GradFlow(web_host.WebWidget):
     """Per-layer activation std and gradient norm (log scale) for a stack you configure.
 
     The grey dashed lines are the previous setting, so a change shows as a difference. The line
-    describing the setting is HTML above the image (``caption()``), not text in the figure.
-
-    Speed (tools/bench_gradflow.py): the figure's fixed parts (titles, axis labels, legend, frame)
-    are drawn once and kept as a background; an update restores it and draws only the ticks, grid
-    and the four lines (blitting), about half the cost of a full draw with CJK text.
+    describing the setting (``caption()``) is text above the charts. In JupyterLab every control
+    change runs ``compute`` (``curves``) in the kernel; the book and the slides get the same
+    front-end over the precomputed grid. ``update(**changes)`` does from Python what a control does.
     """
 
-    def __init__(self, dpi: int = 80, **settings) -> None:
-        self.state = DEFAULTS | settings
-        self.fig = fixed_figure((10, 3.3), dpi)
-        self._canvas = FigureCanvasAgg(self.fig)
-        self.fig.subplots_adjust(left=0.08, right=0.98, bottom=0.26, top=0.9, wspace=0.22)
-        self.ax_act, self.ax_grad = self.fig.subplots(1, 2)
-        for ax, title in ((self.ax_act, "激活的标准差 activation std"),
-                          (self.ax_grad, "梯度范数 ||∂L/∂h_i||  (对数 log)")):
-            ax.set_yscale("log")
-            ax.yaxis.set_minor_locator(NullLocator())   # no minor log ticks: dozens of artists per draw
-            ax.set_title(title, y=1.0, pad=6)     # a fixed y: no search for a free spot on every draw
-            ax.grid(True, alpha=0.3)
-            ax.tick_params(labelfontfamily="DejaVu Sans")   # digits only: no CJK font lookup per label
-            box = ax.get_position()               # the x label as fixed figure text: part of the background
-            self.fig.text((box.x0 + box.x1) / 2, 0.1, "层 layer i", ha="center", va="center")
-        kw = dict(lw=2.2, color="C0", marker="o", ms=3)
-        ghost = dict(lw=1.2, color="0.6", ls="--")
-        self._prev_act, = self.ax_act.plot([], [], **ghost, label="上一个设置 previous")
-        self._prev_grad, = self.ax_grad.plot([], [], **ghost)
-        self._act, = self.ax_act.plot([], [], **kw, label="当前 current")
-        self._grad, = self.ax_grad.plot([], [], **kw)
-        self.fig.legend(handles=[self._act, self._prev_act], loc="lower center", ncol=2, fontsize=9, frameon=False)
-        self._lines = (self._prev_act, self._prev_grad, self._act, self._grad)
-        for artist in (*self._lines, self.ax_act.xaxis, self.ax_act.yaxis, self.ax_grad.xaxis, self.ax_grad.yaxis):
-            artist.set_animated(True)             # left out of the background, drawn on every update
-        self._background = None
-        self.curves: Curves | None = None
-        self.update()
+    web_name = "gradflow"
 
-    def caption(self) -> str:
-        """The current setting and its gradient ratio, in one line (shown above the widget's image)."""
-        return _describe(self.state, self.curves)
+    def __init__(self, dpi: int = 80, seed: int = 0, **settings) -> None:
+        unknown = set(settings) - set(DEFAULTS)
+        if unknown:
+            raise TypeError(f"GradFlow 没有这些设置 (unknown settings)：{', '.join(sorted(unknown))}；"
+                            f"可用 (known)：{', '.join(DEFAULTS)}, seed, dpi")
+        self.dpi, self.seed = dpi, seed
+        state = _settings(DEFAULTS | settings)
+        self.curves: Curves = curves(**state, seed=seed)   # raises the Chinese ValueError on a bad combination
+        self.state, self._previous = state, None
+        super().__init__(spec=spec(seed), controls=state)
+
+    def compute(self, controls: dict) -> dict:
+        """The data the front-end draws for ``controls`` (pure: the grid calls it too)."""
+        return curve_data(controls, self.seed)
+
+    @traitlets.observe("data")
+    def _follow(self, change) -> None:
+        """New data drawn: ``state``/``curves`` (what ``png`` and ``caption`` show) follow the controls."""
+        state = _settings(self.controls)
+        if state != self.state:
+            self._previous, self.state = self.curves, state
+            self.curves = curves(**state, seed=self.seed)      # from the cache: compute() just ran it
 
     def update(self, **changes) -> Curves:
-        """Apply changes (depth, wiring, norm, scaling, width), recompute, move the lines in place."""
-        state = self.state | changes
-        c = curves(**state)                     # raises a Chinese ValueError on a bad combination
-        if self.curves is not None:
-            n_prev = len(self.curves.act_std)
-            self._prev_act.set_data(range(1, n_prev + 1), self.curves.act_std)
-            self._prev_grad.set_data(range(1, n_prev + 1), self.curves.grad_norm)
-        self.state, self.curves = state, c
-        layers = range(1, len(c.act_std) + 1)
-        self._act.set_data(layers, c.act_std)
-        self._grad.set_data(layers, c.grad_norm)
-        self._rescale()
-        if self.shown:
-            self._image.value = self.png()
-            self._caption.value = f"<b>{html.escape(self.caption())}</b>"
-            self._status.value = ""
-        return c
+        """Apply changes (depth, wiring, norm, scaling, width) as the controls would; returns the
+        curves. A refused combination raises the Chinese ValueError and keeps the state."""
+        unknown = set(changes) - set(DEFAULTS)
+        if unknown:
+            raise TypeError(f"GradFlow 没有这些设置 (unknown settings)：{', '.join(sorted(unknown))}")
+        state = _settings(self.state | changes)
+        curves(**state, seed=self.seed)                       # raises before anything changes
+        self.controls = state                                 # -> compute -> data (synced to the view)
+        return self.curves
 
-    def _rescale(self) -> None:
-        for ax, lines in ((self.ax_act, (self._act, self._prev_act)), (self.ax_grad, (self._grad, self._prev_grad))):
-            ys = [y for ln in lines for y in ln.get_ydata() if y > 0] or [1.0]   # all zero (e.g. ReZero on plain)
-            xs = [x for ln in lines for x in ln.get_xdata()]
-            lo, hi = min(ys), max(ys)
-            ax.set_ylim(lo / 2, hi * 2)          # a factor 2 margin on the log axis
-            if hi / lo < 300:                    # narrow range: label 1-2-5 ticks as plain numbers
-                ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-                ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-            else:                                # wide range: powers of ten, at most ~8 labels
-                ax.yaxis.set_major_locator(LogLocator(base=10, numticks=8))
-                ax.yaxis.set_major_formatter(LogFormatterSciNotation())
-            ax.set_xlim(0.5, max(xs) + 0.5)
+    def caption(self) -> str:
+        """The current setting and its gradient ratio, in one line (the front-end shows the same)."""
+        return _describe(self.state, self.curves)
 
-    def draw(self) -> None:
-        """Render into the Agg buffer: the kept background, then ticks, grid, lines and frame."""
-        canvas = self._canvas
-        if self._background is None:            # once: everything that never changes
-            canvas.draw()
-            self._background = canvas.copy_from_bbox(self.fig.bbox)
-        canvas.restore_region(self._background)
-        renderer = canvas.get_renderer()
-        for ax in (self.ax_act, self.ax_grad):
-            ax.xaxis.draw(renderer)             # ticks, tick labels and grid (below the lines)
-            ax.yaxis.draw(renderer)
-            for line in ax.lines:
-                line.draw(renderer)
-            for spine in ax.spines.values():    # the frame on top, as in a full draw
-                spine.draw(renderer)
+    def grid_controls(self) -> list[dict]:
+        return grid_controls()
+
+    def static_grid(self) -> dict[str, dict]:
+        """The precomputed grid for this widget's seed, plus its current setting if that is not in it."""
+        g = grid(self.seed)
+        key = web_host.grid_key(self.controls, CONTROL_ORDER)
+        if key not in g:
+            g = dict(g)
+            try:
+                g[key] = self.compute(dict(self.controls))
+            except ValueError as err:
+                g[key] = {web_host.ERROR_KEY: str(err)}
+        return g
+
+    def _repr_mimebundle_(self, **kwargs):
+        return web_host.mimebundle(self)
 
     def png(self) -> bytes:
-        """One blitted Agg draw (``draw``), encoded fast (savefig would draw everything, twice)."""
-        self.draw()
+        """The picture (matplotlib, Agg): current curves in blue, the previous setting grey dashed."""
+        fig = fixed_figure((10, 3.3), self.dpi)
+        canvas = FigureCanvasAgg(fig)
+        fig.subplots_adjust(left=0.08, right=0.98, bottom=0.26, top=0.9, wspace=0.22)
+        axes = fig.subplots(1, 2)
+        cur, prev = self.curves, self._previous
+        for ax, title, key in ((axes[0], "激活的标准差 activation std", "act_std"),
+                               (axes[1], "梯度范数 ||∂L/∂h_i||  (对数 log)", "grad_norm")):
+            ys = getattr(cur, key)
+            if prev is not None:
+                p = getattr(prev, key)
+                ax.plot(range(1, len(p) + 1), p, lw=1.2, color="0.6", ls="--", label="上一个设置 previous")
+            ax.plot(range(1, len(ys) + 1), ys, lw=2.2, color="C0", marker="o", ms=3, label="当前 current")
+            _log_axis(ax, [y for y in (*ys, *(getattr(prev, key) if prev else ())) if y > 0],
+                      max(len(ys), len(getattr(prev, key)) if prev else 0))
+            ax.set_title(title, y=1.0, pad=6)
+            ax.set_xlabel("层 layer i")
+            ax.grid(True, alpha=0.3)
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles[::-1], labels[::-1], loc="lower center", ncol=2, fontsize=9, frameon=False)
+        canvas.draw()
         buf = io.BytesIO()
-        PIL.Image.fromarray(np.asarray(self._canvas.buffer_rgba())).save(buf, format="png", compress_level=1)
+        PIL.Image.fromarray(np.asarray(canvas.buffer_rgba())).save(buf, format="png", compress_level=1)
         return buf.getvalue()
 
-    # --- ipywidgets wiring (thin: all logic is in update/curves)
-    def _build(self):
-        import ipywidgets as w
-        st, style = self.state, {"description_width": "80px"}
-        opt = lambda names: [(LABELS[n], n) for n in names]
-        controls = {
-            "depth": w.IntSlider(value=st["depth"], min=2, max=128, description="层数 depth", style=style,
-                                 continuous_update=False),
-            "wiring": w.Dropdown(options=opt(blocks.WIRINGS), value=st["wiring"], description="连接 wiring", style=style),
-            "norm": w.Dropdown(options=opt(blocks.NORMS), value=st["norm"], description="归一化 norm", style=style),
-            "scaling": w.Dropdown(options=opt(blocks.SCALINGS), value=st["scaling"], description="残差缩放", style=style),
-            "width": w.Dropdown(options=[16, 32, 64, 128, 256], value=st["width"], description="宽度 width", style=style),
-        }
-        self._image = w.Image(format="png", value=self.png())
-        self._caption = w.HTML(f"<b>{html.escape(self.caption())}</b>")
-        self._status = w.HTML("")
 
-        def on_change(_=None):
-            try:
-                self.update(**{k: c.value for k, c in controls.items()})
-            except ValueError as err:            # e.g. Post-Norm without a norm: say why, keep going
-                self._status.value = error_html(err)
-
-        for c in controls.values():
-            c.observe(on_change, names="value")
-        box = w.HBox([w.VBox([controls["depth"], controls["width"]]),
-                      w.VBox([controls["wiring"], controls["norm"], controls["scaling"]])])
-        return w.VBox([box, self._status, self._caption, self._image])
+def _log_axis(ax, ys: list[float], n: int) -> None:
+    """Log y axis with a factor 2 margin; 1-2-5 ticks as plain numbers on a narrow range, powers of
+    ten otherwise (the front-end's ticks follow the same rule)."""
+    lo, hi = (min(ys), max(ys)) if ys else (1.0, 1.0)      # all zero (e.g. ReZero on plain)
+    ax.set_yscale("log")
+    ax.set_ylim(lo / 2, hi * 2)
+    ax.yaxis.set_minor_locator(NullLocator())
+    if hi / lo < 300:
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    else:
+        ax.yaxis.set_major_locator(LogLocator(base=10, numticks=8))
+        ax.yaxis.set_major_formatter(LogFormatterSciNotation())
+    ax.set_xlim(0.5, max(n, 1) + 0.5)
 
 
 def static_figure(depth: int = 48, width: int = 64,
@@ -237,3 +351,23 @@ def static_figure(depth: int = 48, width: int = 64,
         ax.set_title(f"{title}，N={depth}，宽 {width}")
     ax_a.legend(fontsize=9, loc="best")
     return fig
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m normlab.widgets.gradflow",
+                                description="The gradient-flow widget's precomputed grid (book and slides).")
+    p.add_argument("--write-grid", action="store_true", help=f"recompute GRID and write {GRID_FILE.name}")
+    p.add_argument("--seed", type=int, default=GRID_SEED)
+    args = p.parse_args(argv)
+    if not args.write_grid:
+        p.print_help()
+        return 0
+    doc = write_grid(seed=args.seed)
+    g = doc["grid"]
+    print(f"{GRID_FILE}: {len(g)} entries ({sum(web_host.ERROR_KEY in e for e in g.values())} refused), "
+          f"{GRID_FILE.stat().st_size / 1024:.0f} KB gzipped, computed in {doc['compute_s']} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
