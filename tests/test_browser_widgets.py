@@ -41,41 +41,40 @@ READ_FRAGMENT = """async (box) => {
            controls: JSON.parse(part('controls').textContent) };
 }"""
 
-# The native control of a spec entry: the one its <label> (Chinese + English term) is for.
-FIND_CONTROL = """(box, c) => {
+# The widget's native controls, as a user finds them: each <select> and <input type=range> with the
+# text of its <label> (Chinese + English term) and the values it offers.
+LABEL_OF = "(e) => e.labels && e.labels[0] ? Array.from(e.labels[0].childNodes).filter(n => n.nodeType === 3)" \
+           ".map(n => n.textContent).join('').trim() : ''"
+LIST_CONTROLS = """(box) => {
+  const labelOf = %s;
   const view = box.querySelector('.normlab-web-view') || box;
-  const byLabel = Array.from(view.querySelectorAll('label')).find(l => l.control && l.textContent.includes(c.label));
-  return (byLabel && byLabel.control) || view.querySelector(`[name="${c.name}"], [data-control="${c.name}"]`);
-}"""
+  return Array.from(view.querySelectorAll('select, input[type=range]'))
+    .filter(e => !e.disabled && e.offsetParent !== null)
+    .map(e => ({ label: labelOf(e),
+                 kind: e.tagName === 'SELECT' ? 'select' : 'range', value: e.value,
+                 values: e.tagName === 'SELECT' ? Array.from(e.options).filter(o => !o.disabled).map(o => o.value)
+                   : Array.from({ length: Math.round((Number(e.max) - Number(e.min)) / Number(e.step || 1)) + 1 },
+                                (_, i) => String(Number(e.min) + i * Number(e.step || 1))) }));
+}""" % LABEL_OF
 
-# Set a control as a user would (value, then input and change events); returns the time in ms
-# from the input event to the next animation frame after the picture changed, or -1.
-SET_CONTROL = """async ([box, c, value]) => {
-  const el = (%s)(box, c);
-  if (!el) throw new Error('no control for ' + c.name);
+# Set the control with this label as a user would (value, then input and change events); returns the
+# ms from the input event to the next animation frame after the picture changed, or -1 (no change).
+SET_CONTROL = """async ([box, label, value]) => {
+  const labelOf = %s;
   const view = box.querySelector('.normlab-web-view') || box;
+  const el = Array.from(view.querySelectorAll('select, input[type=range]')).find(e => labelOf(e) === label);
+  if (!el) throw new Error('no control labelled ' + label);
   const before = view.innerHTML;
   el.value = String(value);
   const t0 = performance.now();
   el.dispatchEvent(new Event('input', { bubbles: true }));
   el.dispatchEvent(new Event('change', { bubbles: true }));
-  for (let i = 0; i < 60; i++) {
+  for (let i = 0; i < 30; i++) {
     await new Promise((r) => requestAnimationFrame(r));
     if (view.innerHTML !== before) return performance.now() - t0;
   }
   return -1;
-}""" % FIND_CONTROL
-
-
-def key_of(controls: dict, spec: dict) -> str:
-    return "|".join(str(controls[n]) for n in spec["control_order"])
-
-
-def control_values(c: dict) -> list:
-    """Every value a control takes: a select's options, a range's steps."""
-    if c.get("kind") == "select":
-        return [o[0] for o in c["options"]]
-    return list(range(int(c["min"]), int(c["max"]) + 1, int(c.get("step", 1) or 1)))
+}""" % LABEL_OF
 
 
 def watch(page) -> list[str]:
@@ -151,13 +150,13 @@ def check_explorer(box, entry: dict) -> None:
 
 
 def grid_groups(entry: dict) -> dict | None:
-    """{"n,c,k": "g"} from a grid entry, in whichever of the plain shapes the explorer sends."""
-    groups = entry.get("groups")
-    if isinstance(groups, dict):
-        return {str(k): str(v) for k, v in groups.items()}
-    if isinstance(groups, list) and isinstance(entry.get("cells"), list):
-        return {",".join(map(str, c)) if isinstance(c, list) else str(c): str(g) for c, g in zip(entry["cells"], groups)}
-    return None
+    """{"k,r,c": "g"} from an explorer grid entry: ``ids`` is the group of each element, flattened in
+    the (slices, rows, cols) order of ``blocks``."""
+    if "ids" not in entry or "blocks" not in entry:
+        return None
+    n, rows, cols = entry["blocks"]
+    return {f"{k},{r},{c}": str(entry["ids"][(k * rows + r) * cols + c])
+            for k in range(n) for r in range(rows) for c in range(cols)}
 
 
 def drawn_gradflow(box) -> dict:
@@ -181,35 +180,44 @@ CHECKS = {"_toy": (check_toy, drawn_toy), "explorer": (check_explorer, drawn_exp
 
 
 def exercise(page, box, artifacts: Path, shot: str, per_control: int = 3) -> int:
-    """Change every control of one static widget through some of its values; after each change the
-    drawn picture must change (when the grid's entry differs) and match the grid. Returns the number
-    of interactions checked."""
+    """Move every control of one static widget through some of its values, as a user would. After
+    each move the state the page looked up (the shim's data-key) holds the new value, the drawn
+    picture is the grid's entry for that key, and the picture changed when the entry did; a refused
+    setting shows its message. Returns the number of drawn states checked."""
     name = box.get_attribute("data-widget")
     check, drawn = CHECKS[name]
     frag = box.evaluate(READ_FRAGMENT)
-    grid, spec, controls = frag["grid"], frag["spec"], dict(frag["controls"])
+    grid = frag["grid"]
     assert GRID_BADGE in badge_text(box), f"{shot}: the widget does not say {GRID_BADGE}"
-    check(box, grid[key_of(controls, spec)])
+    check(box, grid[box.get_attribute("data-key")])
+    labels = [c["label"] for c in box.evaluate(LIST_CONTROLS)]
+    assert labels and all(labels), f"{shot}: controls without a <label>: {labels}"
     done = 0
-    for c in spec["controls"]:
-        values = [v for v in control_values(c) if v != controls[c["name"]]]
+    for label in labels:
+        now = {c["label"]: c for c in box.evaluate(LIST_CONTROLS)}
+        if label not in now:                      # e.g. a size slider of the other layout
+            continue
+        values = [v for v in now[label]["values"] if v != now[label]["value"]]
         picks = values if len(values) <= per_control else [values[i * (len(values) - 1) // (per_control - 1)]
                                                              for i in range(per_control)]
         for v in picks:
-            new = dict(controls, **{c["name"]: v})
-            entry = grid.get(key_of(new, spec))
-            before = drawn(box)
-            ms = page.evaluate(SET_CONTROL, [box, c, v])
-            controls = new
-            if entry is None or "__error__" in entry:      # refused or absent: an error shows, the picture stays
+            key_before, seen_before = box.get_attribute("data-key"), drawn(box)
+            entry_before = grid.get(key_before)
+            ms = page.evaluate(SET_CONTROL, [box, label, v])
+            key = box.get_attribute("data-key")
+            assert v in re.split(r"[|,]", key) or key != key_before or v in box.get_attribute("data-controls"), \
+                f"{shot}: {label}={v} did not reach the model (key {key})"
+            entry = grid.get(key)
+            if entry is None or "__error__" in entry:      # refused or absent: a message, the picture stays
                 msg = entry["__error__"] if entry else "不在预先计算的网格里"
-                page.wait_for_function("([b, m]) => b.textContent.includes(m)", arg=[box, msg[:12]], timeout=5000)
+                page.wait_for_function("([b, m]) => b.textContent.includes(m)", arg=[box, msg[:10]], timeout=5000)
                 continue
             check(box, entry)
-            if drawn(box) != before:
-                assert ms >= 0, f"{shot}: {c['name']}={v}: the picture changed after no frame"
+            if entry != entry_before:
+                assert drawn(box) != seen_before, f"{shot}: {label}={v}: a new grid entry, the same picture"
+                assert ms >= 0, f"{shot}: {label}={v}: no frame showed the change"
             done += 1
-        box.scroll_into_view_if_needed()
+    box.scroll_into_view_if_needed()
     page.screenshot(path=str(artifacts / f"{shot}.png"), full_page=False)
     return done
 
@@ -251,14 +259,53 @@ def test_toy_widgets_work_with_no_kernel(browser, toy_page, artifacts, via):
         # a refused setting: the error shows and the last picture stays
         box = boxes[0]
         bars = drawn_toy(box)
-        c = {"name": "color", "label": "颜色 (color)", "kind": "select"}
-        page.evaluate(SET_CONTROL, [box, c, "none"])
+        page.evaluate(SET_CONTROL, [box, "颜色 (color)", "none"])
         assert "颜色不能是 none" in box.inner_text() and drawn_toy(box) == bars
         page.close()
         assert not problems, problems
     finally:
         if server:
             server.shutdown()
+
+
+# --- the real front-ends in a generated page (before the book is built) -----------------------------
+
+def real_widget(name: str):
+    """The course's widget ``name`` at its notebook's settings, or skip while its front-end is not there."""
+    from normlab.widgets import web_host
+
+    if not (web_host.WEB_DIR / f"{name}.js").exists():
+        pytest.skip(f"no front-end web/{name}.js yet")
+    if name == "explorer":
+        from normlab.widgets import explorer
+        w = explorer.AxesExplorer(layout="text", norm="layernorm_text")
+    else:
+        from normlab.widgets import gradflow
+        w = gradflow.GradFlow(depth=32, wiring="plain", norm="none")
+    if not isinstance(w, web_host.WebWidget):
+        pytest.skip(f"{name} is not a WebWidget yet")
+    return w
+
+
+@pytest.mark.parametrize("name", ["explorer", "gradflow"])
+def test_real_widget_in_a_generated_page(browser, tmp_path, artifacts, name):
+    from normlab.widgets.web_host import static_html
+
+    w = real_widget(name)
+    body = static_html(w.web_name, w.spec, w.static_grid(), w.controls, png=w.png())
+    (tmp_path / "page.html").write_text(f"<!doctype html><html><head><meta charset='utf-8'><link rel='icon' href='data:,'>"
+                                        f"</head><body style='width:1100px'>{body}</body></html>", encoding="utf-8")
+    print(f"{name}: fragment {len(body.encode()) / 2**20:.2f} MiB")
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    problems = watch(page)
+    page.goto((tmp_path / "page.html").as_uri(), wait_until="load")
+    boxes = widgets(page)
+    assert len(boxes) == 1 and not page.locator(".normlab-web-failed").count()
+    assert exercise(page, boxes[0], artifacts, f"widgets_page_{name}") >= 3
+    if name == "explorer":
+        explorer_arrow_keys(page, boxes, artifacts, "widgets_page_explorer")
+    page.close()
+    assert not problems, problems
 
 
 # --- the toy through the book's own executor, Jupyter Book and the slides' exporter -----------------

@@ -267,13 +267,19 @@ try {
     for (const cb of Array.from(listeners.get("change") || [])) cb(model);
   }
   function lookUp() {
-    const entry = grid[keyOf(state.controls)];
+    const key = keyOf(state.controls);
+    box.dataset.key = key;                       // for the browser tests and tools/bench_widgets.py
+    box.dataset.controls = JSON.stringify(state.controls);
+    const entry = grid[key];
     const error = entry === undefined ? MISSING : (entry[ERROR_KEY] || "");
-    if (!error) { state.data = entry; }
+    const fresh = !error && entry !== state.data;    // as Backbone: no change event for the same value
+    if (fresh) state.data = entry;
     if (state.error !== error) { state.error = error; emit("error"); }
-    if (!error) emit("data");
+    if (fresh) emit("data");
   }
-  const first = grid[keyOf(state.controls)];
+  box.dataset.key = keyOf(state.controls);
+  box.dataset.controls = JSON.stringify(state.controls);
+  const first = grid[box.dataset.key];
   if (first === undefined) state.error = MISSING;
   else if (first[ERROR_KEY]) state.error = first[ERROR_KEY];
   else state.data = first;
