@@ -199,3 +199,71 @@ def test_a_cell_shows_the_widget_live_and_the_grid_in_the_book(monkeypatch):
     grid = g.static_grid()
     assert grid["20|plain|none|none|64"] == g.data               # the cell's own setting is added
     assert grid["24|pre|layernorm|none|64"] == gradflow.grid()["24|pre|layernorm|none|64"]
+
+
+# --- the front-end in a real browser (the static page, no kernel) ------------------------------------
+
+DRAWN = """() => {
+  const view = document.querySelector('[data-widget="gradflow"] .normlab-web-view');
+  const cur = (k) => view.querySelector(`path.nl-gf-curve[data-kind="${k}"]`);
+  return { act: cur('act').dataset.lastAct, grad: cur('grad').dataset.lastGrad, n: Number(cur('act').dataset.n),
+           d: cur('grad').getAttribute('d'), ms: view.dataset.lastUpdateMs || '',
+           error: view.querySelector('.nl-gf-error').textContent, caption: view.querySelector('.nl-gf-caption').textContent,
+           depth: view.querySelector('input[name=depth]').value, text: view.textContent };
+}"""
+
+
+def test_front_end_in_chromium_without_a_kernel(browser, artifacts, tmp_path):
+    """Every control on the static page: the last point of each drawn curve is the grid's value for the
+    controls shown, a refused setting shows its Chinese message, the depth slider (mouse or arrow keys)
+    moves between the grid's depths, Chinese renders as glyphs, nothing is fetched."""
+    from test_browser_book import GLYPH_CHECK
+
+    g = gradflow.GradFlow()
+    grid = g.static_grid()
+    page_file = tmp_path / "gradflow.html"
+    page_file.write_text("<!doctype html><html><head><meta charset='utf-8'><link rel='icon' href='data:,'></head>"
+                         f"<body>{g.static_html(png=g.png())}</body></html>", encoding="utf-8")
+    page = browser.new_page(viewport={"width": 1100, "height": 900})
+    problems = []
+    page.on("pageerror", lambda err: problems.append(str(err)))
+    page.on("request", lambda r: problems.append(r.url) if r.url.startswith("http") else None)
+    page.goto(page_file.as_uri())
+    page.wait_for_selector('[data-widget="gradflow"][data-ready="1"]')
+    controls, times = dict(g.controls), []
+
+    def check():
+        d = page.evaluate(DRAWN)
+        entry = grid[web_host.grid_key(controls, gradflow.CONTROL_ORDER)]
+        if web_host.ERROR_KEY in entry:
+            assert d["error"] == entry[web_host.ERROR_KEY] and "(needs a norm)" in d["error"]
+            return d
+        assert d["error"] == "" and d["caption"] == entry["caption"] and d["n"] == controls["depth"]
+        assert float(d["act"]) == entry["act"][-1] and float(d["grad"]) == entry["grad"][-1]
+        if d["ms"]:
+            times.append(float(d["ms"]))
+        return d
+
+    assert "预先计算的网格" in check()["text"]
+    for name, value in [("wiring", "post"), ("norm", "rmsnorm"), ("scaling", "gpt2"), ("width", "128"),
+                        ("wiring", "plain"), ("norm", "none"), ("scaling", "rezero"), ("wiring", "sandwich"),
+                        ("norm", "layernorm"), ("width", "16"), ("wiring", "deepnorm")]:
+        before = page.evaluate(DRAWN)["d"]
+        page.select_option(f"select[name={name}]", value)
+        controls[name] = int(value) if name == "width" else value
+        d = check()
+        assert d["error"] or d["d"] != before, (name, value)          # the picture changed
+    for depth, shown in [(96, 96), (50, 48), (2, 2)]:                  # mouse / typed: the nearest grid depth
+        page.locator("input[name=depth]").fill(str(depth))
+        controls["depth"] = shown
+        assert check()["depth"] == str(shown)
+    page.focus("input[name=depth]")
+    for key, depth in [("ArrowRight", 4), ("ArrowRight", 8), ("ArrowLeft", 4), ("End", 128)]:
+        page.keyboard.press(key)
+        controls["depth"] = depth
+        assert check()["depth"] == str(depth), key
+    assert page.evaluate(GLYPH_CHECK.replace("document.body", "document.querySelector('.nl-gradflow')"))
+    page.locator('[data-widget="gradflow"]').screenshot(path=str(artifacts / "gradflow_static.png"))
+    page.close()
+    assert not problems, problems
+    assert times and max(times) < 200, times                           # a sanity bound, not the benchmark

@@ -159,7 +159,7 @@ function makeControl(parent, c, source, initial, onInput) {
   const gridValues = source === "grid" && Array.isArray(c.grid_values)
     ? Array.from(new Set([...c.grid_values, initial])).filter((v) => v !== undefined) : null;
   if (c.kind === "range") {
-    const input = html("input", { id, type: "range", "data-control": c.name }, wrap);
+    const input = html("input", { id, name: c.name, type: "range", "data-control": c.name }, wrap);
     const out = html("output", { for: id, class: "nl-gf-value" }, wrap);
     input.min = c.min; input.max = c.max; input.step = c.step || 1;
     const values = gridValues ? gridValues.sort((a, b) => a - b) : null;
@@ -186,7 +186,7 @@ function makeControl(parent, c, source, initial, onInput) {
     }
     return { show };
   }
-  const select = html("select", { id, "data-control": c.name }, wrap);
+  const select = html("select", { id, name: c.name, "data-control": c.name }, wrap);
   const byText = new Map();
   for (const [value, label] of c.options) {
     const outside = gridValues && !gridValues.includes(value);   // shown, but not selectable: not in the grid
