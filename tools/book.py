@@ -49,9 +49,11 @@ EXEC_VERSION = "static-widgets-1"   # part of the hash: executions made under an
 
 
 def hashed_files() -> list[Path]:
-    """What an execution depends on besides the notebook: normlab's code and the widgets' front-ends
-    (their ES modules and CSS are inlined into the static widgets' outputs)."""
-    return sorted(f for f in (ROOT / "normlab").rglob("*") if f.suffix in (".py", ".js", ".css") and f.is_file())
+    """What an execution depends on besides the notebook: normlab's code, its data (records, the
+    gradient-flow grid, the companion's TOML) and the widgets' front-ends (their ES modules and CSS
+    are inlined into the static widgets' outputs)."""
+    kinds = (".py", ".js", ".css", ".json", ".gz", ".toml")
+    return sorted(f for f in (ROOT / "normlab").rglob("*") if f.suffix in kinds and f.is_file())
 
 
 def source_hash(src: Path) -> str:
