@@ -34,7 +34,7 @@ from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, LogLocator
 
 from .. import blocks, probes
 from . import web_host
-from .lazy import fixed_figure
+from .figure import fixed_figure
 
 __all__ = ["DEFAULTS", "Curves", "curves", "GradFlow", "static_figure", "LABELS", "CONTROL_ORDER", "GRID",
            "WIDTHS", "curve_data", "grid", "compute_grid", "grid_controls", "spec", "GRID_FILE"]
