@@ -5,6 +5,7 @@
 * each module imports only what its layer may (normlab/__init__.py describes the layers):
   core < cost < wings; core imports no cost and no wing; lessons import no other lesson;
   widgets and companion import no drills and not each other; drills import nothing else of normlab;
+  exercises import core, cost, lessons and, of drills, only normlab.drills.report; nothing imports exercises;
 * no formula is written twice: no two function bodies are the same code up to local names.
 
 The graph and the rules are plain functions of a folder, so the tests at the bottom plant each
@@ -23,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "normlab"
 
 COST = {"bench", "fused", "fused_kernel"}               # normlab/<name>.py: the cost layer
-WINGS = ("lessons", "widgets", "companion", "drills")   # normlab/<name>/: the wings
+WINGS = ("lessons", "widgets", "companion", "drills", "exercises")   # normlab/<name>/: the wings
 # Which layers a module of each layer may import (its own layer included where listed).
 MAY_IMPORT = {
     "core": {"core"},
@@ -32,7 +33,9 @@ MAY_IMPORT = {
     "widgets": {"core", "cost", "widgets"},
     "companion": {"core", "cost", "lessons", "companion"},
     "drills": {"drills"},
+    "exercises": {"core", "cost", "lessons", "drills", "exercises"},   # of drills only DRILLS_FOR_EXERCISES
 }
+DRILLS_FOR_EXERCISES = {"normlab.drills.report"}   # Finding, Report, the guarded call
 MIN_BODY_NODES = 12   # bodies smaller than this (`return x`, `pass`, one attribute) are not formulas
 
 
@@ -238,6 +241,9 @@ def rule_violations(graph: dict[str, list[Import]], packages: set[str] = frozens
                 continue                               # reported for the module itself
             if target_layer not in MAY_IMPORT[layer]:
                 out.append(f"{module} ({layer}) imports {imp.target} ({target_layer}), {imp.where()}")
+            elif layer == "exercises" and target_layer == "drills" and imp.target not in DRILLS_FOR_EXERCISES:
+                out.append(f"{module} (exercises) imports {imp.target}: of drills only "
+                           f"{', '.join(sorted(DRILLS_FOR_EXERCISES))}, {imp.where()}")
             elif layer == "lessons" and target_layer == "lessons" and imp.target != module \
                     and module.count(".") == 2:
                 out.append(f"{module} imports another lesson, {imp.target}, {imp.where()}")
@@ -399,14 +405,21 @@ def test_each_layer_rule_catches_its_mistake(tmp_path):
         "normlab/drills/__init__.py": "from .report import check\n",
         "normlab/drills/report.py": "def check():\n    import normlab.norms\n",               # drills -> core
         "normlab/extra/__init__.py": "",                                                     # no layer
+        "normlab/exercises/__init__.py": "from . import base\n",
+        "normlab/exercises/base.py": "from ..drills.report import Finding\nfrom ..lessons import residuals\n"
+                                     "from normlab.drills import checks\n",                 # exercises -> drills.checks
+        "normlab/drills/checks.py": "X = 1\n",
+        "normlab/lessons/layernorm.py": "from ..exercises import base\n",                  # lesson -> exercises
     })
     bad = rule_violations(import_graph(root), subpackages(root))
     expected = [
         "normlab.bench (cost) imports normlab.lessons.residuals (lessons), l.1",
         "normlab.companion.errata (companion) imports normlab.drills.report (drills), l.2",
         "normlab.drills.report (drills) imports normlab.norms (core), l.2, inside a function",
-        "normlab.extra: in no layer (core, cost, lessons, widgets, companion, drills): add it to one",
+        "normlab.exercises.base (exercises) imports normlab.drills.checks: of drills only normlab.drills.report, l.3",
+        "normlab.extra: in no layer (core, cost, lessons, widgets, companion, drills, exercises): add it to one",
         "normlab.lessons.batchnorm (lessons) imports normlab.drills (drills), l.1",
+        "normlab.lessons.layernorm (lessons) imports normlab.exercises.base (exercises), l.1",
         "normlab.lessons.residuals imports another lesson, normlab.lessons.batchnorm, l.1",
         "normlab.norms (core) imports normlab.widgets.explorer (widgets), l.2, inside a function",
         "normlab.train (core) imports normlab.bench (cost), l.1",
@@ -416,6 +429,8 @@ def test_each_layer_rule_catches_its_mistake(tmp_path):
     # what is allowed raises nothing: companion -> lessons, lessons -> core, drills -> drills
     assert not any("companion.errata (companion) imports normlab.lessons" in b for b in bad)
     assert not any(b.startswith("normlab.drills (drills)") for b in bad)
+    assert not any(b.startswith("normlab.exercises (exercises)") for b in bad)   # exercises -> its own base
+    assert not any("imports normlab.drills.report: of drills only" in b for b in bad)   # the one allowed drills module
 
 
 def test_the_same_formula_under_other_names_is_found(tmp_path):

@@ -1,0 +1,197 @@
+"""The exercise registry and the checked call every exercise checker uses.
+
+An exercise is a checker registered under an id "LL.K" (lesson LL, exercise K):
+
+    @exercise("02.1", title="从滑动统计量写推理模式的 BN", target_minutes=10)
+    def check(answer) -> list[Finding]:
+        out = []
+        y = call(answer, x, mean, var, weight, bias, eps)      # the learner's code, guarded
+        out.append(ok("value", "...") if close(y, ref) else fail("value", "...", x=x, expected=ref, got=y))
+        return out
+
+``run(id, answer)`` (``exercises.check``) returns a drill-style Report that renders in Jupyter:
+an answer that raises NotImplementedError (the learner version's blank) gives one finding
+``not_written`` "还没有写 (not written yet)"; any other exception, a timeout or a checker that
+breaks becomes a finding, never a crash. ``with step(out, "id"):`` keeps the findings made so far
+when one part of a checker meets an exception (it becomes the finding "id").
+
+Checkers compare with an independent reference (torch modules, autograd, the lesson's own
+machinery), use one torch thread and run in well under 2 s.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ..drills.report import DrillTimeout, Finding, Report, SubmissionError, short, time_limit
+from ..viz import Table
+
+__all__ = ["Exercise", "ExerciseReport", "NotWritten", "REGISTRY", "exercise", "run", "list_for", "call", "step",
+           "ok", "fail", "close", "SubmissionError", "Finding"]
+
+NOT_WRITTEN = "not_written"
+
+
+class NotWritten(Exception):
+    """The answer is still the learner version's blank (it raised NotImplementedError)."""
+
+
+@dataclass
+class Exercise:
+    id: str                    # "02.1"
+    title: str                 # Chinese, with the English term
+    target_minutes: int
+    checker: Callable[[object], list[Finding]]
+
+    @property
+    def lesson(self) -> str:
+        return self.id.split(".", 1)[0]
+
+
+REGISTRY: dict[str, Exercise] = {}
+
+
+def exercise(id: str, title: str, target_minutes: int = 10) -> Callable:
+    """Register ``check(answer) -> list[Finding]`` as exercise ``id`` ("LL.K")."""
+    parts = id.split(".")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts) or len(parts[0]) != 2:
+        raise ValueError(f"练习编号应形如 \"02.1\"（两位课号.序号），实际是 {id!r}。(exercise id must look like '02.1')")
+
+    def register(checker: Callable[[object], list[Finding]]) -> Callable[[object], list[Finding]]:
+        if id in REGISTRY and REGISTRY[id].checker.__qualname__ != checker.__qualname__:
+            raise ValueError(f"练习 {id} 已经注册过了 (exercise {id} is registered twice)")
+        REGISTRY[id] = Exercise(id, title, target_minutes, checker)
+        return checker
+
+    return register
+
+
+class ExerciseReport(Report):
+    """A drill Report (Finding list, ``passed``, ``ids()``) shown without the drills' two levels:
+    a verdict "3/4 项检查通过", each failed finding with its counterexample, then the passed ids."""
+
+    def verdict(self) -> str:
+        n, bad = len(self.findings), len(self.failed)
+        return f"{n - bad}/{n} 项检查通过 (checks passed)"
+
+    def __str__(self) -> str:
+        lines = [f"[{self.kind}] {'通过 PASSED' if self.passed else '未通过 FAILED'} · {self.verdict()}"]
+        for f in self.failed:
+            lines.append(f"  ✗ {f.id}: {f.message}")
+            lines += [f"        {k}: {v}" for k, v in f.example.items()]
+        good = [f.id for f in self.findings if f.passed]
+        if good:
+            lines.append(f"  ✓ 通过 (passed): {', '.join(good)}")
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        color = "#2e7d32" if self.passed else "#c62828"
+        title = (f"<b style='color:{color}'>{html.escape(self.kind)}: {'通过 PASSED' if self.passed else '未通过 FAILED'}"
+                 f"</b> · {html.escape(self.verdict())}")
+        rows = "".join(
+            f"<tr><td style='color:#c62828'>✗</td><td><code>{html.escape(f.id)}</code></td><td>{html.escape(f.message)}</td>"
+            f"<td>{'<br>'.join(f'<b>{html.escape(k)}</b>: <code>{html.escape(v)}</code>' for k, v in f.example.items())}</td></tr>"
+            for f in self.failed)
+        table = (f"<table><thead><tr><th></th><th>检查 check</th><th>结论 finding</th><th>反例 counterexample</th></tr>"
+                 f"</thead><tbody>{rows}</tbody></table>") if rows else ""
+        good = [f.id for f in self.findings if f.passed]
+        passed = f"<div style='color:#2e7d32'>✓ 通过 (passed): {html.escape(', '.join(good))}</div>" if good else ""
+        return f"<div>{title}{table}{passed}</div>"
+
+
+def call(fn: object, *args, seconds: float = 2.0, **kwargs):
+    """Call the learner's ``fn`` under a time limit. NotImplementedError -> NotWritten; any other
+    exception or a timeout -> SubmissionError with a one-line description (type, message, line)."""
+    if not callable(fn):
+        raise SubmissionError(f"答案应是一个函数或类 (a callable)，实际是 {type(fn).__name__}: {short(fn)}")
+    try:
+        with time_limit(seconds):
+            return fn(*args, **kwargs)
+    except NotImplementedError as err:
+        raise NotWritten(str(err)) from None
+    except DrillTimeout as err:
+        raise SubmissionError(str(err)) from None
+    except Exception as err:  # noqa: BLE001 - any learner error becomes a finding
+        tb = traceback.extract_tb(err.__traceback__)
+        where = f" (line {tb[-1].lineno})" if tb else ""
+        raise SubmissionError(f"{type(err).__name__}: {err}{where}") from None
+
+
+@contextmanager
+def step(out: list[Finding], id: str) -> Iterator[None]:
+    """One part of a checker: an exception inside becomes the failed finding ``id`` and the checker
+    goes on. NotWritten passes through (the whole report is then "not written")."""
+    try:
+        yield
+    except NotWritten:
+        raise
+    except SubmissionError as err:
+        out.append(Finding(id, False, f"你的代码报错了 (your code raised): {err}"))
+    except Exception as err:  # noqa: BLE001 - e.g. the answer returned something of the wrong type
+        out.append(Finding(id, False, f"检查无法进行 (the answer broke this check): {type(err).__name__}: {err}"))
+
+
+def ok(id: str, message: str) -> Finding:
+    return Finding(id, True, message)
+
+
+def fail(id: str, message: str, **example: object) -> Finding:
+    """A failed finding; ``example`` (e.g. input=x, expected=ref, got=y) is shown as a counterexample."""
+    return Finding(id, False, message, {k: short(v) if isinstance(v, Tensor) else str(v) for k, v in example.items()})
+
+
+def close(a: object, b: object, tol: float = 1e-4) -> bool:
+    """Same shape and values (float64 comparison, absolute and relative tolerance ``tol``)."""
+    return (isinstance(a, Tensor) and isinstance(b, Tensor) and a.shape == b.shape
+            and bool(torch.allclose(a.detach().double(), b.detach().double(), atol=tol, rtol=tol)))
+
+
+def _lookup(id: str) -> Exercise:
+    if id not in REGISTRY:
+        raise ValueError(f"没有编号为 {id!r} 的练习 (unknown exercise)；可选: {', '.join(sorted(REGISTRY))}")
+    return REGISTRY[id]
+
+
+def run(id: str, answer: object) -> ExerciseReport:
+    """Check ``answer`` against exercise ``id``; never raises for the learner's mistakes."""
+    ex = _lookup(id)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)        # tiny tensors: one thread is fastest and shares the machine
+    t0 = time.perf_counter()
+    try:
+        findings = list(ex.checker(answer))
+        if not findings:
+            findings = [Finding("checker", False, "检查没有给出任何结论 (the checker made no finding)")]
+    except NotWritten as err:
+        said = f"（它说：{err}）" if str(err) else ""
+        findings = [Finding(NOT_WRITTEN, False, f"还没有写 (not written yet)：答案仍是 raise NotImplementedError{said}。"
+                                                f"把它换成你的代码，再运行这个检查。")]
+    except SubmissionError as err:
+        findings = [Finding("timeout" if "time limit" in str(err) else "raised", False,
+                            f"你的代码报错了 (your code raised): {err}")]
+    except Exception as err:  # noqa: BLE001 - a checker must report, not crash
+        findings = [Finding("checker", False, f"检查时出错 (the answer broke a check): {type(err).__name__}: {err}")]
+    finally:
+        torch.set_num_threads(threads)
+    report = ExerciseReport(f"练习 {ex.id} · {ex.title}", findings)
+    report.seconds = time.perf_counter() - t0      # the checker's own run time (tests keep it < 2 s)
+    return report
+
+
+def list_for(lesson: str | int | None = None) -> Table:
+    """The exercises of one lesson ("02", 2) or of all lessons, as a table."""
+    key = None if lesson is None else f"{int(lesson):02d}"
+    rows = [[e.id, e.title, e.target_minutes] for e in sorted(REGISTRY.values(), key=lambda e: tuple(map(int, e.id.split("."))))
+            if key is None or e.lesson == key]
+    title = f"第 {key} 课的练习 (exercises)" if key else "练习 (exercises)"
+    return Table(rows, ["编号 id", "题目 title", "目标时间 target (min)"], title=title)
