@@ -417,3 +417,17 @@ def test_front_end_in_chromium_without_a_kernel(browser, artifacts, tmp_path):
     assert not problems, problems
     assert times and max(times) < 200, times                       # a sanity bound, not the benchmark
 
+
+
+def test_static_figure_can_show_batchnorm_alone():
+    """Lesson 02 draws BatchNorm only (the other norms are lesson 03's): one row, both layouts,
+    each panel titled with the count of statistics groups the real reduction gives."""
+    import matplotlib.pyplot as plt
+
+    fig = ex.static_grid(norms=("batchnorm",))
+    titles = [ax.get_title() for ax in fig.axes]
+    assert len(fig.axes) == 2 and all(t.startswith("BatchNorm") for t in titles)
+    assert "4 组统计量" in titles[0] and "4 组统计量" in titles[1]      # C = 4 channels, E = 4 features
+    plt.close(fig)
+    with pytest.raises(ValueError, match="norms"):
+        ex.static_grid(norms=("weightnorm",))

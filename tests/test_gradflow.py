@@ -77,7 +77,9 @@ def test_compute_returns_the_curves_rounded_and_the_caption():
     c = gradflow.curves(9, "post", "layernorm", "gpt2", 32, seed=3)
     assert data["act"] == rounded(c.act_std) and data["grad"] == rounded(c.grad_norm)
     assert len(data["act"]) == len(data["grad"]) == 9
-    assert data["caption"] == gradflow._describe(controls, c)
+    ratio = c.grad_norm[0] / c.grad_norm[-1]                     # computed here, from autograd's curves
+    assert data["caption"].startswith("Post-Norm · LayerNorm · 缩放 GPT-2 1/√(2N) · N=9 · 宽 width=32")
+    assert data["caption"].endswith(f"= {ratio:.3g}")
     json.dumps(data, allow_nan=False)                           # plain JSON: what the trait syncs
     assert g.data == g.compute(g.controls)                      # the first data: the widget's own setting
     assert g.caption() == g.data["caption"]                     # the caption line is the same text
@@ -267,3 +269,21 @@ def test_front_end_in_chromium_without_a_kernel(browser, artifacts, tmp_path):
     page.close()
     assert not problems, problems
     assert times and max(times) < 200, times                           # a sanity bound, not the benchmark
+
+
+def test_a_lesson_can_offer_fewer_controls_and_name_them_its_way():
+    """Lesson 01 has taught depth, width and 'residual or not' only: the other controls are not shown,
+    the static grid holds just those states, and the caption leaves out what is not shown."""
+    g = gradflow.GradFlow(depth=8, wiring="plain", norm="none", width=32,
+                          options={"wiring": ("plain", "pre"), "norm": ("none",), "scaling": ("none",)},
+                          labels={"pre": "残差 residual x + F(x)"})
+    assert [c["name"] for c in g.spec["controls"]] == ["depth", "wiring", "width"]
+    assert g.spec["controls"][1]["options"] == [["plain", "无残差 plain"], ["pre", "残差 residual x + F(x)"]]
+    grid = g.static_grid()
+    assert len(grid) == len(gradflow.GRID["depth"]) * 2 * len(gradflow.GRID["width"])
+    assert all(k.split("|")[1] in ("plain", "pre") and k.split("|")[2:4] == ["none", "none"] for k in grid)
+    g.update(wiring="pre")
+    c = gradflow.curves(8, "pre", "none", "none", 32)
+    assert g.caption() == f"残差 residual x + F(x) · N=8 · 宽 width=32    ||∂L/∂h_1|| / ||∂L/∂h_N|| = {c.grad_norm[0] / c.grad_norm[-1]:.3g}"
+    with pytest.raises(ValueError, match="options"):
+        gradflow.GradFlow(wiring="pre", options={"wiring": ("plain",)})   # the current value must be offered

@@ -125,8 +125,9 @@ def draw_blocks(ax, ids: Tensor, layout: str, cell: Sequence[int], title: str | 
 
 
 def static_grid(image_shape: Sequence[int] = (3, 4, 2, 2), text_shape: Sequence[int] = (3, 4, 4),
-                num_groups: int = 2) -> Figure:
-    """Every norm x both layouts: the group of one cell in blue, walls between groups (for the book).
+                num_groups: int = 2, norms: Sequence[str] = NORMS) -> Figure:
+    """Each norm in ``norms`` (default: all) x both layouts: the group of one cell in blue, walls
+    between groups (for print; lesson 02 shows BatchNorm only, lesson 03 all six).
 
     A pyplot figure, so ``plt.show()`` (or the end of a notebook cell) displays it.
     """
@@ -134,8 +135,12 @@ def static_grid(image_shape: Sequence[int] = (3, 4, 2, 2), text_shape: Sequence[
 
     cells = {"image": (1, 1, 0, 1), "text": (1, 1, 1)}
     shapes = {"image": tuple(image_shape), "text": tuple(text_shape)}
-    fig, axes = plt.subplots(len(NORMS), 2, figsize=(12, 15), layout="constrained")
-    for i, norm in enumerate(NORMS):
+    unknown = [n for n in norms if n not in NORMS]
+    if unknown or not norms:
+        raise ValueError(f"norms 应取自 {NORMS}（至少一个），实际收到 {list(norms)}。(unknown norm)")
+    fig, axes = plt.subplots(len(norms), 2, figsize=(12, 2.5 * len(norms) + 1.2), layout="constrained",
+                             squeeze=False)
+    for i, norm in enumerate(norms):
         for j, layout in enumerate(LAYOUTS):
             ids = groups(norm, shapes[layout], layout, num_groups)
             a0, a1, a2 = AXES[layout]

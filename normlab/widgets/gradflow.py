@@ -103,10 +103,14 @@ def curves(depth: int = 24, wiring: str = "pre", norm: str = "layernorm", scalin
 
 
 
-def _describe(st: dict, c: Curves) -> str:
-    return (f"{LABELS[st['wiring']]} · {LABELS[st['norm']]} · 缩放 {LABELS[st['scaling']]} · "
-            f"N={st['depth']} · 宽 width={st['width']}    "
-            f"||∂L/∂h_1|| / ||∂L/∂h_N|| = {c.grad_ratio:.3g}")
+def _describe(st: dict, ratio: float, labels: dict | None = None, hidden: tuple[str, ...] = ()) -> str:
+    """The setting and its gradient ratio in one line; controls in ``hidden`` (fixed by a lesson
+    that has not taught them yet) are left out."""
+    names = LABELS | (labels or {})
+    parts = [names[st["wiring"]]] + [names[st["norm"]]] * ("norm" not in hidden)
+    parts += [f"缩放 {names[st['scaling']]}"] * ("scaling" not in hidden)
+    return (" · ".join(parts) + f" · N={st['depth']} · 宽 width={st['width']}    "
+            f"||∂L/∂h_1|| / ||∂L/∂h_N|| = {ratio:.3g}")
 
 
 # --- the data the front-end draws ------------------------------------------------------------------
@@ -132,7 +136,7 @@ def curve_data(controls: dict, seed: int = 0) -> dict:
     digits) and the ``caption`` line. A refused combination raises the Chinese ValueError."""
     st = _settings(controls)
     c = curves(**st, seed=seed)
-    return web_host.plain({"act": c.act_std, "grad": c.grad_norm, "caption": _describe(st, c)})
+    return web_host.plain({"act": c.act_std, "grad": c.grad_norm, "caption": _describe(st, c.grad_ratio)})
 
 
 def grid_controls() -> list[dict]:
@@ -190,29 +194,37 @@ def grid(seed: int = GRID_SEED) -> dict[str, dict]:
     return compute_grid(seed)
 
 
-def spec(seed: int = GRID_SEED) -> dict:
-    """The front-end's control definitions, titles and labels (constant; synced as the ``spec`` trait)."""
-    opt = lambda names: [[n, LABELS[n]] for n in names]
+def spec(seed: int = GRID_SEED, options: dict | None = None, labels: dict | None = None) -> dict:
+    """The front-end's control definitions, titles and labels (constant; synced as the ``spec`` trait).
+
+    ``options``: {control: allowed values} to offer fewer choices (a lesson that has not taught
+    the rest yet); a control left with one value is not shown at all. ``labels`` renames options."""
+    names = LABELS | (labels or {})
+    allowed = options or {}
+    opt = lambda control, values: [[n, names[n]] for n in values if n in allowed.get(control, values)]
     depths = ", ".join(map(str, GRID["depth"]))
     widths = ", ".join(map(str, GRID["width"]))
-    return {
+    out = {
         "title": "梯度流实验室 (gradient flow)",
         "control_order": list(CONTROL_ORDER),
         "controls": [
             {"name": "depth", "label": "层数 depth", "kind": "range", "min": DEPTH_RANGE[0], "max": DEPTH_RANGE[1],
              "step": 1, "grid_values": list(GRID["depth"])},
-            {"name": "wiring", "label": "连接 wiring", "kind": "select", "options": opt(blocks.WIRINGS)},
-            {"name": "norm", "label": "归一化 norm", "kind": "select", "options": opt(blocks.NORMS)},
-            {"name": "scaling", "label": "残差缩放 scaling", "kind": "select", "options": opt(blocks.SCALINGS)},
+            {"name": "wiring", "label": "连接 wiring", "kind": "select", "options": opt("wiring", blocks.WIRINGS)},
+            {"name": "norm", "label": "归一化 norm", "kind": "select", "options": opt("norm", blocks.NORMS)},
+            {"name": "scaling", "label": "残差缩放 scaling", "kind": "select", "options": opt("scaling", blocks.SCALINGS)},
             {"name": "width", "label": "宽度 width", "kind": "select", "options": [[w, str(w)] for w in WIDTHS],
              "grid_values": list(GRID["width"])},
         ],
         "titles": {"act": "激活的标准差 activation std", "grad": "梯度范数 ||∂L/∂h_i||  (对数 log)"},
+        "fixed": {n: v[0] for n, v in allowed.items() if len(v) == 1},   # not shown: one value only
         "xlabel": "层 layer i",
         "legend": {"current": "当前 current", "previous": "上一个设置 previous"},
         # shown on the static page only: its depth slider jumps between these values
         "grid_note": f"网格里的层数 depth：{depths}；宽度 width：{widths}；种子 seed {seed}",
     }
+    out["controls"] = [c for c in out["controls"] if c["name"] not in out["fixed"]]
+    return out
 
 
 # --- the widget ----------------------------------------------------------------------------------
@@ -228,7 +240,10 @@ class GradFlow(web_host.WebWidget):
 
     web_name = "gradflow"
 
-    def __init__(self, dpi: int = 80, seed: int = 0, **settings) -> None:
+    def __init__(self, dpi: int = 80, seed: int = 0, options: dict | None = None, labels: dict | None = None,
+                 **settings) -> None:
+        """``options`` = {control: allowed values} offers fewer choices (lesson 01 shows depth, width and
+        plain vs residual only); ``labels`` renames options (e.g. {"pre": "残差 x + F(x)"})."""
         unknown = set(settings) - set(DEFAULTS)
         if unknown:
             raise TypeError(f"GradFlow 没有这些设置 (unknown settings)：{', '.join(sorted(unknown))}；"
@@ -237,11 +252,24 @@ class GradFlow(web_host.WebWidget):
         state = _settings(DEFAULTS | settings)
         self.curves: Curves = curves(**state, seed=seed)   # raises the Chinese ValueError on a bad combination
         self.state, self._previous = state, None
-        super().__init__(spec=spec(seed), controls=state)
+        bad = {n: v for n, v in (options or {}).items() if n not in DEFAULTS or state[n] not in v}
+        if bad:
+            raise ValueError(f"options 里的控件或取值不对 (options must name controls and include the current value)：{bad}")
+        self.options = {n: tuple(v) for n, v in (options or {}).items()}
+        self.labels = dict(labels or {})
+        super().__init__(spec=spec(seed, self.options, labels), controls=state)
 
     def compute(self, controls: dict) -> dict:
         """The data the front-end draws for ``controls`` (pure: the grid calls it too)."""
-        return curve_data(controls, self.seed)
+        return self._captioned(curve_data(controls, self.seed), controls)
+
+    def _captioned(self, data: dict, controls: dict) -> dict:
+        """The caption in this widget's words (its labels, without the controls it does not show)."""
+        if not (self.options or self.labels) or web_host.ERROR_KEY in data:
+            return data
+        grad = data["grad"]                                   # the ratio from the drawn (rounded) values
+        ratio = grad[0] / grad[-1] if grad[-1] > 0 else float("nan")
+        return data | {"caption": _describe(_settings(controls), ratio, self.labels, tuple(self.spec["fixed"]))}
 
     @traitlets.observe("data")
     def _follow(self, change) -> None:
@@ -264,14 +292,16 @@ class GradFlow(web_host.WebWidget):
 
     def caption(self) -> str:
         """The current setting and its gradient ratio, in one line (the front-end shows the same)."""
-        return _describe(self.state, self.curves)
+        return _describe(self.state, self.curves.grad_ratio, self.labels, tuple(self.spec["fixed"]))
 
     def grid_controls(self) -> list[dict]:
-        return grid_controls()
+        return [c for c in grid_controls() if all(c[n] in v for n, v in self.options.items())]
 
     def static_grid(self) -> dict[str, dict]:
         """The precomputed grid for this widget's seed, plus its current setting if that is not in it."""
-        g = grid(self.seed)
+        full = grid(self.seed)
+        g = {web_host.grid_key(c, CONTROL_ORDER): self._captioned(full[web_host.grid_key(c, CONTROL_ORDER)], c)
+             for c in self.grid_controls()} if self.options else full
         key = web_host.grid_key(self.controls, CONTROL_ORDER)
         if key not in g:
             g = dict(g)
