@@ -35,7 +35,7 @@ from ..drills.report import DrillTimeout, Finding, Report, SubmissionError, shor
 from ..viz import Table
 
 __all__ = ["Exercise", "ExerciseReport", "NotWritten", "REGISTRY", "exercise", "run", "list_for", "call", "step",
-           "ok", "fail", "close", "SubmissionError", "Finding"]
+           "ok", "fail", "close", "compare", "SubmissionError", "Finding"]
 
 NOT_WRITTEN = "not_written"
 
@@ -154,6 +154,30 @@ def close(a: object, b: object, tol: float = 1e-4) -> bool:
     """Same shape and values (float64 comparison, absolute and relative tolerance ``tol``)."""
     return (isinstance(a, Tensor) and isinstance(b, Tensor) and a.shape == b.shape
             and bool(torch.allclose(a.detach().double(), b.detach().double(), atol=tol, rtol=tol)))
+
+
+Mistakes = dict[str, tuple[object, str]]   # mistake id -> (what that mistake outputs, or a callable making it; message)
+
+
+def compare(id: str, got: object, expected: Tensor, mistakes: Mistakes, passed: str, failed: str,
+            tol: float = 1e-4, **example: object) -> Finding:
+    """A finding on one probe: ``id`` passed when ``got`` matches ``expected``; else the first
+    known mistake whose output ``got`` reproduces (the finding takes the mistake's id and message);
+    else ``id`` failed with ``failed``. ``example`` (e.g. input=x) goes into the counterexample."""
+    if close(got, expected, tol):
+        return ok(id, passed)
+    if not isinstance(got, Tensor):
+        return fail(id, f"应返回一个 Tensor (must return a Tensor)，实际返回 {type(got).__name__}", **example)
+    if got.shape != expected.shape:
+        return fail(id, f"输出形状应为 {tuple(expected.shape)}，实际是 {tuple(got.shape)} (wrong shape)", **example)
+    for mistake, (value, message) in mistakes.items():
+        try:
+            value = value() if callable(value) else value
+        except Exception:  # noqa: BLE001 - a candidate that cannot be formed on this probe is no match
+            continue
+        if close(got, value, tol):
+            return fail(mistake, message, **example, expected=expected, got=got)
+    return fail(id, failed, **example, expected=expected, got=got)
 
 
 def _lookup(id: str) -> Exercise:
