@@ -11,6 +11,7 @@ must be the grid's entry for the new control state.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -401,6 +402,29 @@ def test_toy_notebook_through_the_book_and_the_slides(browser, toy_site, artifac
             server.shutdown()
 
 
+@pytest.fixture(scope="module")
+def site_url(request):
+    """The built book on 127.0.0.1: built by conftest's book_url, or with NORMLAB_REUSE_BUILD=1 the
+    book already in build/book/html (to rerun these tests without executing the notebooks again)."""
+    if os.environ.get("NORMLAB_REUSE_BUILD") == "1" and (BOOK / "index.html").exists():
+        url, server = serve(BOOK)
+        yield url
+        server.shutdown()
+    else:
+        yield request.getfixturevalue("book_url")
+
+
+@pytest.fixture(scope="module")
+def decks_url(request, site_url):
+    """The slides on 127.0.0.1 (conftest's slides_url, or the built ones with NORMLAB_REUSE_BUILD=1)."""
+    if os.environ.get("NORMLAB_REUSE_BUILD") == "1" and any(SLIDES.glob("*.slides.html")):
+        url, server = serve(SLIDES)
+        yield url
+        server.shutdown()
+    else:
+        yield request.getfixturevalue("slides_url")
+
+
 # --- the built book and slides -----------------------------------------------------------------------
 
 def pages_with_widgets(folder: Path, pattern: str) -> list[Path]:
@@ -412,12 +436,12 @@ def real_widgets(page) -> list:
 
 
 @pytest.mark.parametrize("via", ["file", "server"])
-def test_book_widgets_work_with_no_kernel(browser, book_url, artifacts, via):
+def test_book_widgets_work_with_no_kernel(browser, site_url, artifacts, via):
     pages = pages_with_widgets(BOOK / "notebooks", "*.html")
     names = {p.stem for p in pages}
     assert {"01_residuals", "02_batchnorm", "03_layernorm", "06_placement"} <= names, names
     for path in pages:
-        url = path.as_uri() if via == "file" else f"{book_url}/notebooks/{path.name}"
+        url = path.as_uri() if via == "file" else f"{site_url}/notebooks/{path.name}"
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         problems = watch(page)
         page.goto(url, wait_until="load")
@@ -447,18 +471,31 @@ def explorer_arrow_keys(page, boxes, artifacts: Path, shot: str) -> None:
             after = drawn_explorer(box)
             if after["selected"] != before:
                 assert after["lit"] == after["same_group"]
+                check_explorer(box, box.evaluate(READ_FRAGMENT)["grid"][box.get_attribute("data-key")])
                 moved = True
                 break
         assert moved, f"{shot}: no arrow key moved the selected cell"
         page.screenshot(path=str(artifacts / f"{shot}_arrows.png"))
 
 
-def test_slides_widgets_work_with_no_kernel(browser, slides_url, artifacts):
+def show_slide(page, box) -> None:
+    """Advance the deck (Space, as the speaker does) until the widget's slide is the one shown."""
+    page.evaluate("() => document.activeElement && document.activeElement.blur()")
+    for _ in range(400):
+        if box.evaluate("b => b.closest('section').classList.contains('present') && "
+                        "getComputedStyle(b).visibility === 'visible' && b.getBoundingClientRect().height > 0"):
+            page.wait_for_timeout(200)
+            return
+        page.keyboard.press("Space")
+    raise AssertionError("the widget's slide never came up")
+
+
+def test_slides_widgets_work_with_no_kernel(browser, decks_url, artifacts):
     decks = pages_with_widgets(SLIDES, "*.slides.html")
     assert {"01_residuals", "03_layernorm", "06_placement"} <= {p.name.split(".")[0] for p in decks}
     for path in decks:
         stem = path.name.split(".")[0]
-        for url in (path.as_uri(), f"{slides_url}/{path.name}"):
+        for url in (path.as_uri(), f"{decks_url}/{path.name}"):
             page = browser.new_page(viewport={"width": 1280, "height": 800})
             problems = watch(page)
             page.goto(url, wait_until="load")
@@ -466,8 +503,7 @@ def test_slides_widgets_work_with_no_kernel(browser, slides_url, artifacts):
             boxes = real_widgets(page)
             assert boxes, f"{stem}: no widget rendered"
             for i, box in enumerate(boxes):
-                box.scroll_into_view_if_needed()     # reveal.js's scroll view shows the widget's slide
-                page.wait_for_timeout(200)
+                show_slide(page, box)
                 kind = "file" if url.startswith("file:") else "server"
                 assert exercise(page, box, artifacts, f"widgets_slides_{kind}_{stem}_{i}") >= 1
             page.close()
@@ -508,6 +544,45 @@ def change_live_control(page, name: str, widget: str, artifacts: Path) -> None:
     page.wait_for_timeout(200)
     page.screenshot(path=str(artifacts / f"widgets_lab_{name}_after.png"))
     assert not errors_in(page), errors_in(page)
+    assert LIVE_BADGE in view.inner_text()
+    if widget in KERNEL_ANSWER:
+        KERNEL_ANSWER[widget](view)
+
+
+def dom_controls(view) -> dict:
+    """{label text: value} of the widget's visible controls, as the page shows them."""
+    return {c["label"]: c["value"] for c in view.evaluate(LIST_CONTROLS)}
+
+
+def answer_explorer(view) -> None:
+    """The drawn groups are what normlab computes for the settings the page shows (the kernel drew them)."""
+    from normlab.widgets import explorer
+
+    c = dom_controls(view)
+    layout, norm = c["布局 (layout)"], c["归一化 (norm)"]
+    dims = [d["label"] for d in explorer.SPEC["dims"][layout]]
+    shape = [int(c[label]) for label in dims]
+    g = int(next((v for k, v in c.items() if k.startswith("组数 G")), 2) or 2)
+    data = explorer.explorer_data(norm, layout, shape, g)
+    drawn = drawn_explorer(view.element_handle())
+    assert drawn["groups"] == grid_groups(data), f"{layout} {norm} {shape}: the drawn groups are not the kernel's"
+    assert drawn["lit"] == drawn["same_group"]
+
+
+def answer_gradflow(view) -> None:
+    """The last drawn points are gradflow.curve_data() for the settings the page shows (seed 0 in 01)."""
+    from normlab.widgets import gradflow
+
+    values = view.evaluate("v => Object.fromEntries(Array.from(v.querySelectorAll('select[name], input[name]'))"
+                           ".map(e => [e.name, e.value]))")
+    controls = {n: int(values[n]) if n in ("depth", "width") else values[n] for n in gradflow.CONTROL_ORDER}
+    data = gradflow.curve_data(controls, seed=0)
+    drawn = drawn_gradflow(view.element_handle())
+    assert drawn["grad"][0] == pytest.approx(data["grad"][-1], rel=1e-3), controls
+    assert drawn["act"][0] == pytest.approx(data["act"][-1], rel=1e-3), controls
+
+
+KERNEL_ANSWER = {"explorer": answer_explorer, "gradflow": answer_gradflow}
 
 
 def test_lab_toy_redraws_through_the_kernel(browser, lab, artifacts):

@@ -203,8 +203,9 @@ def build_book() -> Path:
 
 
 def page_weight(html: Path) -> tuple[int, int, Path]:
-    """(total bytes of the built book, bytes of its largest page, that page)."""
-    files = [f for f in html.rglob("*") if f.is_file()]
+    """(total bytes of the built book, bytes of its largest page, that page). Sphinx's cache
+    (.doctrees, .buildinfo) is no part of what a reader loads."""
+    files = [f for f in html.rglob("*") if f.is_file() and not any(p.startswith(".") for p in f.relative_to(html).parts)]
     pages = [f for f in files if f.suffix == ".html"]
     largest = max(pages, key=lambda f: f.stat().st_size)
     return sum(f.stat().st_size for f in files), largest.stat().st_size, largest
