@@ -513,6 +513,7 @@ def test_slides_widgets_work_with_no_kernel(browser, decks_url, artifacts):
 # --- JupyterLab: the same front-end, through the kernel --------------------------------------------
 
 LAB_NOTEBOOKS = {"03_layernorm": "explorer", "01_residuals": "gradflow"}
+LAB_SETTINGS = {"gradflow": dict(depth=32, wiring="plain", norm="none")}   # 01's GradFlow(...) cell
 
 
 def live_view(page):
@@ -529,11 +530,12 @@ def change_live_control(page, name: str, widget: str, artifacts: Path) -> None:
     from test_browser_lab import errors_in
 
     view = live_view(page)
-    assert LIVE_BADGE in view.inner_text(), f"{name}: the widget does not say {LIVE_BADGE}"
-    assert GRID_BADGE not in view.inner_text()
+    page.wait_for_timeout(500)
+    page.screenshot(path=str(artifacts / f"widgets_lab_{name}_before.png"))
+    assert LIVE_BADGE in view.text_content(), f"{name}: the widget does not say {LIVE_BADGE}"
+    assert GRID_BADGE not in view.text_content()
     before = view.evaluate(DRAWN[widget])
     assert any(before.values()), f"{name}: the front-end drew nothing the test can read: {before}"
-    page.screenshot(path=str(artifacts / f"widgets_lab_{name}_before.png"))
     select = view.locator("select").first
     current = select.input_value()
     target = next(v for v in select.evaluate("s => Array.from(s.options).map(o => o.value)") if v != current)
@@ -544,7 +546,7 @@ def change_live_control(page, name: str, widget: str, artifacts: Path) -> None:
     page.wait_for_timeout(200)
     page.screenshot(path=str(artifacts / f"widgets_lab_{name}_after.png"))
     assert not errors_in(page), errors_in(page)
-    assert LIVE_BADGE in view.inner_text()
+    assert LIVE_BADGE in view.text_content()
     if widget in KERNEL_ANSWER:
         KERNEL_ANSWER[widget](view)
 
@@ -560,8 +562,9 @@ def answer_explorer(view) -> None:
 
     c = dom_controls(view)
     layout, norm = c["布局 (layout)"], c["归一化 (norm)"]
-    dims = [d["label"] for d in explorer.SPEC["dims"][layout]]
-    shape = [int(c[label]) for label in dims]
+    dims = sorted((d for d in explorer.SPEC["controls"] if d.get("part_of") == "shape" and d["layout"] == layout),
+                  key=lambda d: d["index"])
+    shape = [int(c[d["label"]]) for d in dims]
     g = int(next((v for k, v in c.items() if k.startswith("组数 G")), 2) or 2)
     data = explorer.explorer_data(norm, layout, shape, g)
     drawn = drawn_explorer(view.element_handle())
@@ -575,7 +578,9 @@ def answer_gradflow(view) -> None:
 
     values = view.evaluate("v => Object.fromEntries(Array.from(v.querySelectorAll('select[name], input[name]'))"
                            ".map(e => [e.name, e.value]))")
-    controls = {n: int(values[n]) if n in ("depth", "width") else values[n] for n in gradflow.CONTROL_ORDER}
+    fixed = gradflow.DEFAULTS | LAB_SETTINGS["gradflow"]             # controls a lesson does not show
+    controls = {n: int(values.get(n, fixed[n])) if n in ("depth", "width") else values.get(n, fixed[n])
+                for n in gradflow.CONTROL_ORDER}
     data = gradflow.curve_data(controls, seed=0)
     drawn = drawn_gradflow(view.element_handle())
     assert drawn["grad"][0] == pytest.approx(data["grad"][-1], rel=1e-3), controls
