@@ -88,3 +88,282 @@ def test_list_for_gives_a_table(demo):
     table = exercises.list_for("99")
     assert table.rows == [["99.1", "平方 (square)", 3]]
     assert exercises.list_for(99).rows == table.rows
+
+
+# --------------------------------------------------------------------------- lessons 01-03: the notebooks' answers
+
+import re
+import sys
+from pathlib import Path
+
+import jupytext
+import torch.nn.functional as F
+from torch import nn
+from torch.autograd.functional import jacobian
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import notebooks as nbtools  # noqa: E402
+
+LESSONS = {"01": "01_residuals", "02": "02_batchnorm", "03": "03_layernorm"}
+ANSWERS = {"01.1": "ResidualBlock", "01.2": "residual_jacobian", "01.3": "residual_forward", "01.4": "ReZero",
+           "02.1": "bn_eval", "02.2": "update_running", "02.3": "from_keras", "02.4": "eval_accuracy",
+           "03.1": "group_norm", "03.2": "stat_groups", "03.3": "layer_norm", "03.4": "masked_bn_stats"}
+HEADING = "## 练习 (exercises)"
+
+
+def exercise_cells(stem: str, learner: bool) -> list:
+    """The code cells of the notebook's exercise section, in the solution or the learner version."""
+    nb = nbtools.versions(nbtools.without_teacher_notes(jupytext.read(ROOT / "notebooks" / f"{stem}.md")), learner)
+    start = next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and HEADING in c.source)
+    return nb.cells[start:]
+
+
+def answers(lesson: str, learner: bool = False) -> dict:
+    """Run the section's answer cells (those that define a function or class) the way the notebook
+    does, in a namespace holding what the lesson imported before."""
+    import normlab
+    from normlab import variants
+    from normlab.data import digits
+    from normlab.lessons import batchnorm as bn_lab
+    from normlab.train import accuracy, train
+
+    ns = dict(torch=torch, nn=nn, F=F, jacobian=jacobian, normlab=normlab, variants=variants, bn_lab=bn_lab,
+              train=train, accuracy=accuracy)
+    if lesson == "02":
+        ns.update(zip(("x_train", "y_train", "x_test", "y_test"), digits()))
+    for cell in exercise_cells(LESSONS[lesson], learner):
+        if cell.cell_type == "code" and re.match(r"(def|class) ", cell.source):
+            exec(compile(cell.source, f"<{lesson} exercise>", "exec"), ns)
+    return ns
+
+
+@pytest.fixture(scope="module")
+def solutions():
+    from normlab.exercises.l02 import reference_eval_accuracy
+    reference_eval_accuracy("bn", 4, steps=1)     # in the notebook, 02 has trained before: torch.optim is imported
+    return {lesson: answers(lesson) for lesson in LESSONS}
+
+
+@pytest.mark.parametrize("id", sorted(ANSWERS))
+def test_each_textbook_solution_passes_quickly(id, solutions):
+    report = exercises.check(id, solutions[id[:2]][ANSWERS[id]])
+    assert report.passed, str(report)
+    print(f"{id}: {report.seconds:.2f} s")
+    assert report.seconds < 2.0, f"{id}: the check took {report.seconds:.2f} s"
+
+
+@pytest.mark.parametrize("id", sorted(ANSWERS))
+def test_the_learner_blank_is_reported_as_not_written(id):
+    ns = answers(id[:2], learner=True)
+    assert exercises.check(id, ns[ANSWERS[id]]).ids() == {"not_written"}
+
+
+def test_every_exercise_of_01_03_is_listed_and_checked_in_its_notebook():
+    assert {e for e in base.REGISTRY if e[:2] in LESSONS} == set(ANSWERS)
+    for lesson, stem in LESSONS.items():
+        source = (ROOT / "notebooks" / f"{stem}.md").read_text(encoding="utf-8")
+        assert source.index(HEADING) > source.index("## 面试要点")                 # appended at the end
+        assert f'exercises.list_for("{lesson}")' in source
+        for id in (i for i in ANSWERS if i.startswith(lesson)):
+            assert f'exercises.check("{id}", {ANSWERS[id]})' in source
+            assert f'expect("ex.{id}.passed", report.passed, "==", True)  # solution-only' in source
+        assert [len(exercises.list_for(lesson).rows)] == [sum(i.startswith(lesson) for i in ANSWERS)]
+
+
+@pytest.mark.parametrize("stem", sorted(LESSONS.values()))
+def test_the_learner_export_holds_no_solution(stem):
+    source = jupytext.read(ROOT / "notebooks" / f"{stem}.md")
+    assert nbtools.has_solutions(source)                    # so `export` writes NAME_learner.ipynb
+    solution_lines, inside = [], False
+    for cell in source.cells:
+        for line in cell.source.splitlines():
+            s = line.strip()
+            if s in (nbtools.BEGIN, nbtools.MD_BEGIN):
+                inside = True
+            elif s in (nbtools.END, nbtools.MD_END):
+                inside = False
+            elif (inside or s.endswith(nbtools.ONLY)) and s and not s.startswith("#"):
+                solution_lines.append(s)
+    learner = nbtools.versions(nbtools.without_teacher_notes(source), learner=True)
+    text = "\n".join(c.source for c in learner.cells)
+    code_lines = {line.strip() for c in exercise_cells(stem, learner=True) if c.cell_type == "code"  # the lesson's own
+                  for line in c.source.splitlines()}                                       # code stays above
+    leaked = [line for line in solution_lines if line in code_lines]
+    assert not leaked, leaked
+    assert "SOLUTION" not in text and nbtools.ONLY not in text
+    for cell in learner.cells:                               # every code cell still compiles
+        if cell.cell_type == "code":
+            compile("\n".join(l for l in cell.source.splitlines() if not l.lstrip().startswith(("%", "!"))), stem, "exec")
+
+
+def test_export_writes_a_learner_version_of_01_03(tmp_path):
+    written = {p.name for p in nbtools.export(tmp_path, keep_existing=False)}
+    assert {f"{stem}_learner.ipynb" for stem in LESSONS.values()} <= written
+
+
+# --------------------------------------------------------------------------- each real mistake is named
+
+def _sh(t, x):
+    return t.view(1, -1, *([1] * (x.dim() - 2)))
+
+
+class _Block(nn.Module):
+    def __init__(self, branch):
+        super().__init__()
+        self.branch = branch
+
+
+class _InPlace(_Block):
+    def forward(self, x):
+        x += self.branch(x)
+        return x
+
+
+class _InList(nn.Module):
+    def __init__(self, branch):
+        super().__init__()
+        self.branches = [branch]
+
+    def forward(self, x):
+        return x + self.branches[0](x)
+
+
+class _Detached(_Block):
+    def forward(self, x):
+        return x.detach() + self.branch(x)
+
+
+class _NoIdentity(_Block):
+    def forward(self, x):
+        return self.branch(x)
+
+
+class _AlphaFloat(_Block):
+    def __init__(self, branch):
+        super().__init__(branch)
+        self.alpha = 0.0
+
+    def forward(self, x):
+        return x + self.alpha * self.branch(x)
+
+
+class _AlphaVector(_AlphaFloat):
+    def __init__(self, branch):
+        super().__init__(branch)
+        self.alpha = nn.Parameter(torch.zeros(8))
+
+
+class _AlphaOne(_AlphaFloat):
+    def __init__(self, branch):
+        super().__init__(branch)
+        self.alpha = nn.Parameter(torch.ones(()))
+
+
+class _KeptNorm(_AlphaFloat):      # [C]'s ReZero block (errata C2)
+    def __init__(self, branch):
+        super().__init__(branch)
+        self.alpha, self.norm = nn.Parameter(torch.zeros(())), nn.LayerNorm(8)
+
+    def forward(self, x):
+        return x + self.alpha * self.branch(self.norm(x))
+
+
+def _plain(branches, x):
+    for f in branches:
+        x = f(x)
+    return x
+
+
+def _bn(x, rm, rv, w, b, eps, *, outside=False, root=True, use_eps=None):
+    e = eps if use_eps is None else use_eps
+    v = _sh(rv, x)
+    den = (v.sqrt() + e) if outside else (torch.sqrt(v + e) if root else v + e)
+    return _sh(w, x) * (x - _sh(rm, x)) / den + _sh(b, x)
+
+
+def _gn(x, G, eps=1e-5, interleaved=False, unbiased=False, over_batch=False):
+    n, c = x.shape[:2]
+    g = x.reshape(n, c // G, G, -1).transpose(1, 2) if interleaved else x.reshape(n, G, c // G, -1)
+    dims = (0, 2, 3) if over_batch else (2, 3)
+    y = (g - g.mean(dims, keepdim=True)) / torch.sqrt(g.var(dims, unbiased=unbiased, keepdim=True) + eps)
+    return (y.transpose(1, 2) if interleaved else y).reshape(x.shape)
+
+
+_GROUPS = {"batchnorm": lambda B, S, E, G: (E, B * S), "layernorm_text": lambda B, S, E, G: (B * S, E),
+           "layernorm_image": lambda B, S, E, G: (B, S * E), "instancenorm": lambda B, S, E, G: (B * E, S),
+           "groupnorm": lambda B, S, E, G: (B * G, S * E // G), "rmsnorm": lambda B, S, E, G: (B * S, E)}
+
+
+def _groups_with(norm, wrong):
+    return lambda n, B, S, E, G=4: wrong(B, S, E, G) if n == norm else _GROUPS[n](B, S, E, G)
+
+
+def _ln(x, w, b, eps=1e-5, outside=False, unbiased=False, std=False):
+    mu = x.mean(-1, keepdim=True)
+    var = x.var(-1, keepdim=True, unbiased=unbiased)
+    den = var.sqrt() + eps if outside else torch.sqrt((var.sqrt() if std else var) + eps)
+    return (x - mu) / den * w + b
+
+
+def _masked(x, mask, diluted=False, unbiased=False, ignore=False):
+    if ignore:
+        flat = x.reshape(-1, x.shape[-1])
+        return flat.mean(0), flat.var(0, unbiased=False)
+    if diluted:
+        m, n = mask[..., None].float(), mask.numel()
+        mean = (x * m).sum((0, 1)) / n
+        return mean, (((x - mean) * m) ** 2).sum((0, 1)) / n
+    real = x[mask]
+    return real.mean(0), real.var(0, unbiased=unbiased)
+
+
+def _eval_acc(norm, batch, steps=400, seed=0, mode="eval", lr=2e-3):
+    from normlab.exercises.l02 import reference_eval_accuracy
+    return reference_eval_accuracy(norm, batch, steps, seed, mode=mode, lr=lr)
+
+
+MISTAKES = [
+    ("01.1", _InPlace, "input_modified"), ("01.1", _InList, "not_registered"), ("01.1", _Detached, "identity_detached"),
+    ("01.1", _NoIdentity, "no_identity"),
+    ("01.2", lambda f, v: jacobian(f, v), "missing_identity"), ("01.2", lambda f, v: jacobian(f, v) + 1, "scalar_one"),
+    ("01.2", lambda f, v: (torch.eye(v.numel()) + jacobian(f, v)).T, "transposed"),
+    ("01.2", lambda f, v: torch.eye(v.numel()) + jacobian(f, torch.zeros_like(v)), "wrong_point"),
+    ("01.3", _plain, "still_plain"), ("01.3", _plain, "vanishing_gradient"), ("01.3", lambda b, x: x + _plain(b, x), "one_skip"),
+    ("01.4", _AlphaFloat, "not_parameter"), ("01.4", _AlphaVector, "per_channel"), ("01.4", _AlphaOne, "alpha_init_one"),
+    ("01.4", _KeptNorm, "kept_layernorm"),
+    ("02.1", lambda x, rm, rv, w, b, eps=1e-5: F.batch_norm(x, None, None, w, b, True, 0.1, eps), "batch_stats"),
+    ("02.1", lambda x, rm, rv, w, b, eps=1e-5: _bn(x, rm, rv, w, b, eps, outside=True), "eps_outside_root"),
+    ("02.1", lambda x, rm, rv, w, b, eps=1e-5: _bn(x, rm, rv, w, b, eps, root=False), "no_sqrt"),
+    ("02.1", lambda x, rm, rv, w, b, eps=1e-5: _bn(x, rm, rv, w, b, eps, use_eps=1e-5), "eps_ignored"),
+    ("02.1", lambda x, rm, rv, w, b, eps=1e-5: w * (x - rm) / torch.sqrt(rv + eps) + b, "wrong_axis"),
+    ("02.2", lambda rm, rv, x, m: ((1 - m) * rm + m * x.mean(0), (1 - m) * rv + m * x.var(0, unbiased=False)), "biased_running_var"),
+    ("02.2", lambda rm, rv, x, m: (m * rm + (1 - m) * x.mean(0).detach(), m * rv + (1 - m) * x.var(0).detach()),
+     "old_weight_convention"),
+    ("02.2", lambda rm, rv, x, m: ((1 - m) * rm + m * x.mean(0), (1 - m) * rv + m * x.var(0)), "graph_attached"),
+    ("02.3", lambda n, momentum=0.99, epsilon=1e-3: nn.BatchNorm1d(n, momentum=momentum, eps=epsilon), "same_number"),
+    ("02.3", lambda n, momentum=0.99, epsilon=1e-3: nn.BatchNorm1d(n, momentum=1 - momentum), "eps_default"),
+    ("02.4", lambda norm, batch, steps=400, seed=0: _eval_acc(norm, batch, steps, seed, mode="train"), "train_mode"),
+    ("02.4", lambda norm, batch, steps=400, seed=0: _eval_acc(norm, 64, steps, seed), "batch_ignored"),
+    ("02.4", lambda norm, batch, steps=400, seed=0: _eval_acc(norm, batch, steps, seed, lr=3e-3), "lr"),
+    ("03.1", lambda x, G, eps=1e-5: _gn(x, G, eps, interleaved=True), "interleaved_groups"),
+    ("03.1", lambda x, G, eps=1e-5: _gn(x, G, eps, unbiased=True), "unbiased_variance"),
+    ("03.1", lambda x, G, eps=1e-5: _gn(x, G, eps, over_batch=True), "over_batch"),
+    ("03.1", lambda x, G, eps=1e-5: _gn(x, 1, eps), "ignores_groups"),
+    ("03.2", _groups_with("batchnorm", lambda B, S, E, G: (S, B * E)), "bn_be_plane"),
+    ("03.2", _groups_with("groupnorm", lambda B, S, E, G: (G, B * S * E // G)), "gn_over_batch"),
+    ("03.2", _groups_with("instancenorm", lambda B, S, E, G: (B * S, E)), "in_as_layernorm"),
+    ("03.3", lambda x, w, b, eps=1e-5: _ln(x, w, b, eps, outside=True), "eps_outside_root"),
+    ("03.3", lambda x, w, b, eps=1e-5: _ln(x, w, b, eps, unbiased=True), "unbiased_variance"),
+    ("03.3", lambda x, w, b, eps=1e-5: _ln(x, w, b, eps, std=True), "std_under_root"),
+    ("03.4", lambda x, m: _masked(x, m, diluted=True), "padding_in_denominator"),
+    ("03.4", lambda x, m: _masked(x, m, unbiased=True), "unbiased_variance"),
+    ("03.4", lambda x, m: _masked(x, m, ignore=True), "mask_ignored"),
+]
+
+
+@pytest.mark.parametrize("id, answer, finding", MISTAKES, ids=[f"{m[0]}-{m[2]}" for m in MISTAKES])
+def test_each_real_mistake_is_named(id, answer, finding):
+    report = exercises.check(id, answer)
+    assert finding in report.ids(), str(report)
+    assert not ({"checker", "raised", "timeout", "not_written"} & report.ids()), str(report)
