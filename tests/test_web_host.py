@@ -156,3 +156,26 @@ def test_ipython_display_formatter_takes_the_bundle(monkeypatch):
     monkeypatch.setenv("NORMLAB_STATIC", "1")
     data, _ = DisplayFormatter().format(Toy())
     assert "text/html" in data and "application/vnd.jupyter.widget-view+json" not in data
+
+
+def test_a_widget_cell_passes_nbval(tmp_path):
+    """nbval (run.py test) executes every notebook with no NORMLAB_STATIC: a cell that shows a widget
+    must run and keep a picture (the toy here; the course's widgets are the same class)."""
+    import os
+    import subprocess
+    import sys
+
+    import nbformat
+
+    cell = ("from normlab.widgets.web_host import WebWidget\n"
+            "spec = {'controls': [{'name': 'n', 'label': '条数 (bars)', 'kind': 'range', 'min': 1, 'max': 5}]}\n"
+            "w = WebWidget('_toy', spec=spec, controls={'n': 2}, compute=lambda c: {'bars': [1] * c['n']})\n"
+            "w.png = lambda: b'\\x89PNG\\r\\n\\x1a\\n' + bytes(16)\n"
+            "w")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell), nbformat.v4.new_code_cell("w.set_controls(n=4)")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, tmp_path / "widget.ipynb")
+    env = {k: v for k, v in os.environ.items() if k != "NORMLAB_STATIC"}
+    run = subprocess.run([sys.executable, "-m", "pytest", "--nbval-lax", "--nbval-current-env", "-q", "-p", "no:cacheprovider",
+                          str(tmp_path / "widget.ipynb")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
