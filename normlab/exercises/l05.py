@@ -193,8 +193,9 @@ def check_init(answer) -> list[Finding]:
     shown = dict(got=", ".join(f"{k} {v:.3f}" for k, v in ratio.items()),
                  expected=", ".join(f"{k} {v:.3f}" for k, v in expect.items()))
     qk_scaled = all(abs(ratio[k] / BETA - 1) < 0.1 for k in ("q_proj", "k_proj"))
-    unscaled = [k for k in SCALED if abs(ratio[k] - 1) < 0.1]
-    squared = [k for k in SCALED if abs(ratio[k] / BETA ** 2 - 1) < 0.1]
+    xavier = qk_scaled or all(abs(ratio[k] - 1) < 0.1 for k in ("q_proj", "k_proj"))   # gain-1 weights as Xavier's
+    unscaled = [k for k in SCALED if abs(ratio[k] - 1) < 0.1] if xavier else []
+    squared = [k for k in SCALED if abs(ratio[k] / BETA ** 2 - 1) < 0.1] if xavier else []
     if qk_scaled:
         out.append(fail("qk_scaled", "q_proj、k_proj 也乘了 β：§4.3 只缩放 FFN 的两层和注意力的 v、out 投影，"
                         "q、k 投影保持增益 1（[E] §4 把每层所有权重都乘 β，勘误 E7）。", **shown))
