@@ -23,6 +23,8 @@ Wings (import core; never each other sideways):
                 layernorm + invariance (03, 04), deepnorm (05), placement + warmup (06), beyond (07)
     widgets/    the axes explorer (02, 03) and the gradient-flow widget (01, 06)
     companion/  the source-material companion (09): errata as data beside their demos, the concordance
+    exercises/  each lesson's 练习 checkers (exercises.check("02.1", answer)); imports core, lessons and
+                drills' report only; nothing imports it
     drills/     the interview-drill checker (python -m normlab.drills KIND FILE.py); imports nothing else
 """
 

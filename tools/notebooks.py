@@ -81,6 +81,11 @@ def _markdown_version(source: str, learner: bool) -> str:
     return text.strip("\n") if learner else text
 
 
+def _is_drill_notebook(nb) -> bool:
+    """The drill notebook (cards, drills.start/check) rather than a lesson with exercises."""
+    return any(c.cell_type == "code" and "drills.start(" in c.source for c in nb.cells)
+
+
 def versions(nb, learner: bool):
     """A copy of the notebook as the solution version or as the learner version."""
     import copy
@@ -111,7 +116,8 @@ def versions(nb, learner: bool):
     if learner:
         nb.cells = [c for c in nb.cells if c.source.strip() or c.cell_type == "raw"]
     if learner and nb.cells and nb.cells[0].cell_type == "markdown":
-        nb.cells[0].source += ("\n\n> **学习版 (learner version)**：每张卡片里的实现是空的，答案不在这个文件里。"
+        where = "每张卡片" if _is_drill_notebook(nb) else "每道练习 (exercise)"
+        nb.cells[0].source += (f"\n\n> **学习版 (learner version)**：{where}里的实现是空的，答案不在这个文件里。"
                                "先运行一遍看检查结果，再把 `raise NotImplementedError(...)` 换成你的代码，直到检查全部通过。")
     return nb
 
