@@ -549,6 +549,22 @@ def change_live_control(page, name: str, widget: str, artifacts: Path) -> None:
     assert LIVE_BADGE in view.text_content()
     if widget in KERNEL_ANSWER:
         KERNEL_ANSWER[widget](view)
+    slider_moves_with_arrow_keys(page, view, name, widget)
+
+
+def slider_moves_with_arrow_keys(page, view, name: str, widget: str) -> None:
+    """Keyboard-operable in JupyterLab too: an arrow key on a focused slider moves it and the kernel
+    redraws. (The notebook takes the keys that bubble out of an output in command mode: a front-end
+    must keep its keys, ``keydown`` -> ``stopPropagation()``.)"""
+    slider = view.locator("input[type=range]").first
+    before_value, before = slider.input_value(), view.evaluate(DRAWN[widget])
+    slider.focus()
+    key = "ArrowLeft" if before_value == slider.get_attribute("max") else "ArrowRight"
+    page.keyboard.press(key)
+    page.wait_for_timeout(300)
+    assert slider.input_value() != before_value, f"{name}: {key} on the slider did not move it in JupyterLab"
+    page.wait_for_function(f"([el, before]) => JSON.stringify(({DRAWN[widget]})(el)) !== JSON.stringify(before)",
+                           arg=[view.element_handle(), before], timeout=30000)
 
 
 def dom_controls(view) -> dict:

@@ -50,6 +50,11 @@ export default {
     error.className = "toy-error";
     root.appendChild(error);
     el.appendChild(root);
+    // JupyterLab's notebook takes the keys that bubble out of an output (command mode): a slider would
+    // not move with the arrow keys. Keys pressed inside the widget stay inside it.
+    const OWN = ["ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown", "Home", "End", "PageUp", "PageDown", " ", "Enter"];
+    const keep = (ev) => { if (OWN.includes(ev.key) && !ev.shiftKey && !ev.ctrlKey) ev.stopPropagation(); };
+    root.addEventListener("keydown", keep);
 
     function draw() {
       const data = model.get("data");
