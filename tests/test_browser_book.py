@@ -16,10 +16,13 @@ NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.md"))
 sys.path.insert(0, str(ROOT / "tools"))
 import book  # noqa: E402  (tools/book.py)
 
+EXTRA = tuple(Path(p).stem for p in book.EXTRA_PAGES)   # the glossary and the teachers' guide
+
 
 def source_of(page_name: str) -> str:
     """The markdown source a book page was built from."""
-    path = ROOT / "book" / "intro.md" if page_name == "intro" else ROOT / "notebooks" / f"{page_name}.md"
+    path = (ROOT / "book" / f"{page_name}.md" if page_name in ("intro", *EXTRA) else
+            ROOT / "notebooks" / f"{page_name}.md")
     return path.read_text(encoding="utf-8")
 
 
@@ -75,7 +78,8 @@ def open_clean(browser, url: str):
 
 
 def site_pages(book_url: str) -> list[str]:
-    return [f"{book_url}/intro.html"] + [f"{book_url}/notebooks/{n}.html" for n in NOTEBOOKS]
+    return ([f"{book_url}/intro.html"] + [f"{book_url}/notebooks/{n}.html" for n in NOTEBOOKS] +
+            [f"{book_url}/{n}.html" for n in EXTRA])
 
 
 def test_every_page_is_clean_with_math_images_and_links(browser, book_url, artifacts):
@@ -118,6 +122,9 @@ def test_toc_follows_course_order_and_pages_link_their_source(browser, book_url)
     nav = page.evaluate("() => Array.from(document.querySelectorAll('nav.bd-links a')).map(a => a.getAttribute('href'))")
     order = [re.search(r"(\d\d_[a-z_]+)\.html", h).group(1) for h in nav if re.search(r"\d\d_[a-z_]+\.html", h)]
     assert order == NOTEBOOKS
+    extra = [re.search(r"([a-z]+)\.html", h).group(1) for h in nav if not re.search(r"\d\d_[a-z_]+\.html", h)
+             and re.search(r"^[a-z]+\.html", h.rsplit("/", 1)[-1])]
+    assert [e for e in extra if e in EXTRA] == list(EXTRA)        # after the lessons, in the table of contents
     page.close()
     for name in NOTEBOOKS:
         page, _ = open_clean(browser, f"{book_url}/notebooks/{name}.html")

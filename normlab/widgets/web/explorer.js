@@ -47,6 +47,13 @@ export default {
     const T = spec.text || {};
     const root = html("div", { cls: "nl-explorer" }, el);
 
+    // JupyterLab's notebook takes the keys that bubble out of an output (command mode): a slider or a
+    // cell would not move with the arrow keys. Keys pressed inside the widget stay inside it.
+    const OWN_KEYS = ["ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown", "Home", "End", "PageUp", "PageDown", " ", "Enter"];
+    root.addEventListener("keydown", (ev) => {
+      if (OWN_KEYS.includes(ev.key) && !ev.shiftKey && !ev.ctrlKey) ev.stopPropagation();
+    });
+
     // --- header: title and where the data comes from
     const head = html("div", { cls: "nl-ax-head" }, root);
     html("span", { cls: "nl-ax-heading", text: spec.title || "" }, head);

@@ -209,6 +209,13 @@ function render({ model, el }) {
   const root = html("div", { class: "nl-gradflow", "data-source": source }, el);
   root.dataset.uid = uid;
 
+  // JupyterLab's notebook takes the keys that bubble out of an output (command mode): a slider or a
+  // cell would not move with the arrow keys. Keys pressed inside the widget stay inside it.
+  const OWN_KEYS = ["ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown", "Home", "End", "PageUp", "PageDown", " ", "Enter"];
+  root.addEventListener("keydown", (ev) => {
+    if (OWN_KEYS.includes(ev.key) && !ev.shiftKey && !ev.ctrlKey) ev.stopPropagation();
+  });
+
   const head = html("div", { class: "nl-gf-head" }, root);
   html("span", { class: `nl-gf-source nl-gf-source-${source}`, text: SOURCE_TEXT[source] }, head);
   if (source === "grid" && spec.grid_note) html("span", { class: "nl-gf-note", text: spec.grid_note }, head);
