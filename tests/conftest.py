@@ -14,6 +14,11 @@ import sys
 import threading
 import time
 import urllib.request
+
+try:
+    import fcntl                      # POSIX; elsewhere the tests run in one process anyway
+except ImportError:
+    fcntl = None
 from pathlib import Path
 
 import pytest
@@ -61,10 +66,29 @@ def serve(directory: Path):
     return f"http://127.0.0.1:{server.server_address[1]}", server
 
 
+def build_once(what: str) -> None:
+    """Run ``tools/book.py WHAT`` once per test run, whichever pytest-xdist worker asks first.
+
+    Each worker has its own session, so two test modules on two workers would otherwise build the
+    book into the same folder at the same time, and one would read pages the other is deleting.
+    A lock serialises the workers; a stamp with the run's id (shared by all its workers) says the
+    build is done."""
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid-{os.getpid()}"
+    (ROOT / "build").mkdir(exist_ok=True)
+    stamp = ROOT / "build" / f".{what}-built-by-run"
+    with open(ROOT / "build" / f".{what}.lock", "w") as lock:
+        if fcntl is not None:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (stamp.exists() and stamp.read_text() == run_id):
+            stamp.unlink(missing_ok=True)
+            subprocess.run([sys.executable, str(ROOT / "tools" / "book.py"), what], cwd=ROOT, check=True)
+            stamp.write_text(run_id)
+
+
 @pytest.fixture(scope="session")
 def book_url():
-    """Build the book (executing the notebooks) and serve it on 127.0.0.1."""
-    subprocess.run([sys.executable, str(ROOT / "tools" / "book.py"), "book"], cwd=ROOT, check=True)
+    """Build the book (executing the notebooks; once per run) and serve it on 127.0.0.1."""
+    build_once("book")
     url, server = serve(ROOT / "build" / "book" / "html")
     yield url
     server.shutdown()
@@ -73,7 +97,7 @@ def book_url():
 @pytest.fixture(scope="session")
 def slides_url(book_url):
     """Build the slides (from the notebooks the book fixture executed) and serve them."""
-    subprocess.run([sys.executable, str(ROOT / "tools" / "book.py"), "slides"], cwd=ROOT, check=True)
+    build_once("slides")
     url, server = serve(ROOT / "build" / "slides")
     yield url
     server.shutdown()
