@@ -1,0 +1,358 @@
+"""The slides' layout (tools/book.py: slide_types and its helpers), without a browser: one idea per
+slide within the limits, a question's answer only as fragments after it, progress bars as their final
+text, a summary slide per lesson, the speaker notes in one place per slide. Run on small synthetic
+notebooks and on the executed course notebooks (build/executed/, made by `tools/book.py slides`;
+tests/test_browser_book.py measures the same decks in Chromium)."""
+
+from __future__ import annotations
+
+import copy
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import book  # noqa: E402  (tools/book.py)
+
+EXECUTED = sorted(book.EXECUTED.glob("[0-9][0-9]_*.ipynb"))
+LESSONS_WITH_SUMMARY = {"01_residuals", "02_batchnorm", "03_layernorm", "04_rmsnorm", "05_deepnorm",
+                        "06_placement", "07_beyond", "09_companion"}
+
+
+# --- helpers -----------------------------------------------------------------------------------------
+
+def md(source: str, **slideshow) -> nbformat.NotebookNode:
+    cell = nbformat.v4.new_markdown_cell(source)
+    if slideshow:
+        cell.metadata["slideshow"] = slideshow
+    return cell
+
+
+def code(source: str, *outputs) -> nbformat.NotebookNode:
+    cell = nbformat.v4.new_code_cell(source)
+    cell.outputs = list(outputs)
+    return cell
+
+
+def text(s: str):
+    return nbformat.v4.new_output("stream", name="stdout", text=s)
+
+
+def table(rows: int, caption: str = "结果") -> nbformat.NotebookNode:
+    body = "".join(f"<tr><td>第 {i} 行的名字</td><td>{i / 7:.3f}</td></tr>" for i in range(rows))
+    html = f"<table><caption>{caption}</caption><thead><tr><th>名字</th><th>值</th></tr></thead><tbody>{body}</tbody></table>"
+    return nbformat.v4.new_output("display_data", data={"text/html": html, "text/plain": caption})
+
+
+def png(width: int, height: int) -> str:
+    """The start of a PNG file (signature and IHDR: all the layout reads), base64."""
+    import base64
+    import struct
+    return base64.b64encode(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + struct.pack(">II", width, height) + bytes(17)).decode()
+
+
+def notebook(*cells, widgets: dict | None = None) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook(cells=list(cells))
+    if widgets is not None:
+        nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json":
+                                  {"state": widgets, "version_major": 2, "version_minor": 0}}
+    return nb
+
+
+def lay_out(nb: nbformat.NotebookNode) -> tuple[nbformat.NotebookNode, book.SlideLayout]:
+    """What slides_html does before nbconvert exports the deck."""
+    nb = copy.deepcopy(nb)
+    book.static_widgets(nb)
+    return nb, book.slide_types(nb)
+
+
+def slides(nb: nbformat.NotebookNode) -> list[list]:
+    """The laid-out cells grouped by slide (a slide or sub-slide starts a group)."""
+    groups: list[list] = []
+    for cell in nb.cells:
+        kind = cell.metadata.get("slideshow", {}).get("slide_type", "-")
+        if kind in ("slide", "subslide") or not groups:
+            groups.append([])
+        groups[-1].append(cell)
+    return groups
+
+
+def kind(cell) -> str:
+    return cell.metadata.get("slideshow", {}).get("slide_type", "-")
+
+
+def shown_input(cell) -> bool:
+    return cell.cell_type == "code" and "slides-hide-input" not in cell.metadata.get("tags", []) and bool(cell.source.strip())
+
+
+def prose(slide: list) -> float:
+    """Visible prose of a slide with every fragment shown and every <details> closed."""
+    return sum(book.unit_prose(k, t) for c in slide if c.cell_type == "markdown" and kind(c) != "notes"
+               for k, t in book.markdown_units(c.source))
+
+
+def code_lines(slide: list) -> int:
+    lines = sum(len(c.source.rstrip().split("\n")) for c in slide if shown_input(c))
+    return lines + sum(book.code_lines(k, t) for c in slide if c.cell_type == "markdown" and kind(c) != "notes"
+                       for k, t in book.markdown_units(c.source))
+
+
+def is_question(cell) -> bool:
+    return cell.cell_type == "markdown" and kind(cell) != "notes" and any(
+        k == "para" and book.QUESTION.match(t) for k, t in book.markdown_units(cell.source))
+
+
+def is_answer(cell) -> bool:
+    return cell.cell_type == "markdown" and bool(book.ANSWER.match(cell.source))
+
+
+def question_problems(nb: nbformat.NotebookNode) -> list[str]:
+    """Each 先想一想 question: on its slide outside any fragment; every output after it until its answer
+    inside a fragment; the <details> answer a fragment of its own, closed."""
+    problems, in_fragment, open_question = [], False, None
+    for i, cell in enumerate(nb.cells):
+        k = kind(cell)
+        if k in ("slide", "subslide"):
+            in_fragment = False
+        elif k == "fragment":
+            in_fragment = True
+        if k == "notes":
+            continue
+        if cell.cell_type == "markdown" and re.match(r"#{1,3}\s", cell.source) and not cell.source.rstrip().endswith("（续）"):
+            open_question = None                       # a new section
+        if is_question(cell):
+            if in_fragment:
+                problems.append(f"cell {i}: the question itself is hidden in a fragment")
+            open_question = i
+        elif open_question is not None and cell.cell_type == "code" and cell.outputs and not in_fragment:
+            problems.append(f"cell {i}: an output after the question in cell {open_question} is on screen before it is revealed")
+        elif open_question is not None and is_answer(cell):
+            if k != "fragment":
+                problems.append(f"cell {i}: the answer to cell {open_question} is not a fragment of its own")
+            if "<details open" in cell.source:
+                problems.append(f"cell {i}: the answer is open")
+            open_question = None
+    return problems
+
+
+def check_limits(nb: nbformat.NotebookNode, layout: book.SlideLayout, name: str) -> None:
+    for n, slide in enumerate(slides(nb)):
+        where = f"{name} slide {n} ({slide[0].source[:40]!r})"
+        assert prose(slide) <= book.SLIDE_PROSE, f"{where}: {prose(slide)} characters of prose"
+        assert code_lines(slide) <= book.SLIDE_CODE, f"{where}: {code_lines(slide)} lines of code"
+        assert sum(kind(c) == "notes" for c in slide) <= 1, f"{where}: more than one notes cell"
+    for n, (_, _, height) in enumerate(layout.sizes):
+        assert height <= book.SLIDE_ROOM, f"{name} slide {n}: estimated {height:.0f} px high"
+
+
+def progress_widget(state: dict, key: str, desc: str, n: float, total: float, style: str = "success") -> nbformat.NotebookNode:
+    """A tqdm.auto bar as ipywidgets saves it: HBox(HTML, FloatProgress, HTML) in the widget state."""
+    ids = [f"{key}{part}" for part in ("box", "left", "bar", "right")]
+    state[ids[0]] = {"model_name": "HBoxModel", "state": {"children": [f"IPY_MODEL_{i}" for i in ids[1:]]}}
+    state[ids[1]] = {"model_name": "HTMLModel", "state": {"value": f"{desc}:\u2007\u200792%"}}    # as last drawn
+    state[ids[2]] = {"model_name": "FloatProgressModel", "state": {"value": n, "max": total, "bar_style": style}}
+    state[ids[3]] = {"model_name": "HTMLModel", "state": {"value": f"\u2007{n:g}/{total:g}\u2007[00:01&lt;00:00]"}}
+    return nbformat.v4.new_output("display_data", data={
+        book.WIDGET_MIME: {"model_id": ids[0], "version_major": 2, "version_minor": 0},
+        "text/plain": f"{desc}:   0%|          | 0/{total:g}"})
+
+
+# --- synthetic notebooks -------------------------------------------------------------------------------
+
+PARAGRAPH = "残差连接让梯度有一条不经过子层的路径，深层网络因此能从初始化开始训练。" * 2     # 68 characters
+
+
+def test_a_long_markdown_cell_is_split_at_paragraphs_and_items():
+    source = "## 1. 一节\n\n" + "\n\n".join([PARAGRAPH] * 4) + "\n\n" + "\n".join(f"- 第 {i} 条：{PARAGRAPH}" for i in range(4))
+    nb, layout = lay_out(notebook(md("# 标题"), md(source)))
+    check_limits(nb, layout, "synthetic")
+    groups = slides(nb)
+    assert len(groups) >= 5
+    shown = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown" and kind(c) != "notes")
+    assert shown.count(PARAGRAPH) == 8                 # nothing lost, nothing cut
+    assert all(f"- 第 {i} 条" in shown for i in range(4))
+    continued = [g[0].source for g in groups[2:]]
+    assert all(s.startswith("#### 1. 一节（续）") for s in continued), continued
+
+
+def test_a_paragraph_longer_than_a_slide_goes_to_the_notes():
+    long = "。".join(f"第 {i} 句话说明批归一化在训练和推理时用的统计量不同" for i in range(12)) + "。"   # ~280 characters
+    nb, layout = lay_out(notebook(md("# 标题"), md(f"## 一节\n\n{long}")))
+    check_limits(nb, layout, "synthetic")
+    shown = [c.source for c in nb.cells if c.cell_type == "markdown" and kind(c) != "notes"]
+    notes = [c.source for c in nb.cells if kind(c) == "notes"]
+    cut = next(s for s in shown if book.PROSE_CUT in s)
+    assert "第 0 句" in cut and long not in "".join(shown)
+    assert any(long in n for n in notes)               # the whole paragraph, in the slide's notes
+    assert slides(nb)[1][-1] is next(c for c in nb.cells if kind(c) == "notes")
+
+
+def test_a_long_code_cell_shows_its_first_lines_and_the_notes_hold_all_of_it():
+    source = "\n".join(f"x{i} = {i}" for i in range(40))
+    nb, layout = lay_out(notebook(md("# 标题"), code(source, text("done\n"))))
+    check_limits(nb, layout, "synthetic")
+    inputs = [c for c in nb.cells if shown_input(c)]
+    assert len(inputs) == 1
+    lines = inputs[0].source.split("\n")
+    assert lines[:book.CODE_HEAD] == source.split("\n")[:book.CODE_HEAD] and lines[-1] == book.CODE_CUT
+    assert len(lines) <= book.SLIDE_CODE
+    notes = [c.source for c in nb.cells if kind(c) == "notes"]
+    assert len(notes) == 1 and source in notes[0]
+    assert any(c.outputs and c.outputs[0].get("text") == "done\n" for c in nb.cells if c.cell_type == "code")
+
+
+def test_a_long_table_is_split_with_its_header_and_tables_in_outputs_too():
+    rows = "\n".join(f"| 资料 {i} | 旧值权重写法，m = 0.9 等于 PyTorch 的 0.1 |" for i in range(14))
+    nb, layout = lay_out(notebook(md("# 标题"), md(f"## 表\n\n| 资料 | 写法 |\n|---|---|\n{rows}"),
+                                  code("show()", table(40))))
+    check_limits(nb, layout, "synthetic")
+    parts = [c.source for c in nb.cells if c.cell_type == "markdown" and "| 资料 | 写法 |" in c.source]
+    assert len(parts) >= 2 and all("|---|---|" in p for p in parts)
+    assert sum(len(re.findall(r"\| 资料 \d", p)) for p in parts) == 14
+    html = [o["data"]["text/html"] for c in nb.cells if c.cell_type == "code" for o in c.outputs if "text/html" in o.get("data", {})]
+    assert len(html) >= 2 and all("<thead>" in h for h in html)
+    assert sum(h.count("<tr><td>") for h in html) == 40
+    assert "（1/" in html[0]
+
+
+QUESTION = "**先想一想**：batch 只有 2 时，BN 的推理准确率会 (A) 和 batch 32 差不多；(B) 明显更差？"
+ANSWER = "<details><summary>答案 (answer)</summary>\n\n**(B)**。两个样本的统计量噪声极大。\n\n</details>"
+
+
+def question_notebook(*outputs, between=()) -> nbformat.NotebookNode:
+    return notebook(md("# 标题"), md("## 一节\n\n先看一个实验。\n\n" + QUESTION),
+                    md("讲课提示：先让学员举手投票。", slide_type="notes"),
+                    code("acc = run(batch=2)\nprint(acc)", *outputs), *between, md(ANSWER),
+                    md("第二个实验之后的正文。"))
+
+
+@pytest.mark.parametrize("outputs", [
+    [text("0.42\n")],
+    [table(4), text("0.42\n")],
+    [nbformat.v4.new_output("display_data", data={"image/png": png(1100, 390), "text/plain": "<Figure>"}), table(5)],
+], ids=["text", "table", "figure"])
+def test_a_questions_answers_are_fragments_after_it(outputs):
+    nb, layout = lay_out(question_notebook(*outputs))
+    check_limits(nb, layout, "synthetic")
+    assert question_problems(nb) == []
+    cells = nb.cells
+    q = next(i for i, c in enumerate(cells) if is_question(c))
+    a = next(i for i, c in enumerate(cells) if is_answer(c))
+    assert q < a and "<details>" in cells[a].source and "<details open" not in cells[a].source
+    out_cells = [c for c in cells[q:a] if c.cell_type == "code" and c.outputs]
+    assert sum(len(c.outputs) for c in out_cells) == len(outputs)
+    assert kind(out_cells[0]) == "fragment"
+    after = next(c for c in cells[a + 1:] if kind(c) != "notes")
+    assert kind(after) in ("slide", "subslide")      # the next idea: not inside the answer's fragment
+    assert "讲课提示" in next(c.source for c in cells if kind(c) == "notes")
+
+
+def test_a_question_without_an_answer_block_does_not_hide_the_next_section():
+    nb, _ = lay_out(notebook(md("# 标题"), md("## 一节\n\n" + QUESTION), code("run()", text("1\n")),
+                             md("## 二节\n\n正文。"), code("other()", text("2\n"))))
+    last = [c for c in nb.cells if c.cell_type == "code" and c.outputs][-1]
+    assert last.outputs[0]["text"] == "2\n" and kind(last) != "fragment"
+    assert question_problems(nb) == []
+
+
+def test_progress_bars_become_their_final_text():
+    state: dict = {}
+    bars = [progress_widget(state, "a", "none lr=0.03", 300, 300), progress_widget(state, "b", "bn lr=1.0", 300, 300),
+            progress_widget(state, "c", "train", 57, 400, style="danger")]
+    state["slider"] = {"model_name": "IntSliderModel", "state": {"value": 3}}
+    slider = nbformat.v4.new_output("display_data", data={book.WIDGET_MIME: {"model_id": "slider"}, "text/plain": "IntSlider"})
+    nb, _ = lay_out(notebook(md("# 标题"), code("train()", *bars, text("done\n")), code("interact(f)", slider),
+                             widgets=state))
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    progress = [o for o in outputs if "normlab-progress" in o.get("data", {}).get("text/html", "")]
+    assert len(progress) == 1                                   # consecutive bars: one block
+    lines = progress[0]["data"]["text/plain"].split("\n")
+    assert lines == ["none lr=0.03: 100% 300/300", "bn lr=1.0: 100% 300/300", "train: 14% 57/400（中断 interrupted）"]
+    assert not any(book.WIDGET_MIME in o.get("data", {}) for o in outputs)
+    assert sum(book.WIDGET_NOTE == o.get("data", {}).get("text/html") for o in outputs) == 1   # the slider: the note
+    assert "widgets" not in nb.metadata
+
+
+def test_the_summary_section_starts_the_summary_slide():
+    items = "\n".join(f"- 要点 {i}：{PARAGRAPH}" for i in range(5))
+    nb, layout = lay_out(notebook(md("# 标题"), md("## 一节\n\n正文。"), md(f"## 面试要点\n\n{items}"),
+                                  md("## 练习 (exercises)\n\n做题。")))
+    check_limits(nb, layout, "synthetic")
+    summary = [c for c in nb.cells if c.source.startswith(f"## {book.SUMMARY_TITLE}")]
+    assert len(summary) == 1 and kind(summary[0]) == "slide"
+    assert "面试要点" not in "".join(c.source for c in nb.cells if c.source.startswith("## 面试要点"))
+    after = nb.cells[nb.cells.index(summary[0]):]
+    assert all(f"要点 {i}" in "".join(c.source for c in after) for i in range(5))
+
+
+def test_notes_of_one_slide_are_one_cell_and_the_deck_exports():
+    nb = question_notebook(text("0.42\n"))
+    nb.cells.insert(2, md("讲课提示：第二条提示。", slide_type="notes"))
+    laid, _ = lay_out(nb)
+    notes = [c for c in laid.cells if kind(c) == "notes"]
+    assert len(notes) == 1 and "举手投票" in notes[0].source and "第二条提示" in notes[0].source
+    html = book.slides_html(book.slides_exporter(), copy.deepcopy(nb))
+    assert html.count('<aside class="notes">') == 1
+    assert html.count('class="fragment"') == 2                 # the output, the answer
+    assert "Reveal.initialize({center: false," in html
+    assert "height: 720" in html
+
+
+def test_visible_prose_counts_what_a_reader_sees():
+    assert book.prose_length("批归一化") == 4
+    assert book.prose_length("**BN** 的 `eps`") == 1 + 0.5 * (2 + 3)
+    assert book.prose_length("均值 $\\mu = \\frac{1}{m}\\sum x$ 和 [链接](https://example.org/a/very/long/url)") == 6
+    assert book.prose_length("<!--rec key 0.1..0.2-->答") == 1
+    assert book.prose_length("| 列 | 值 |\n|---|---|\n| 甲 | 1 |") == 3.5
+
+
+# --- the course's executed notebooks --------------------------------------------------------------------
+
+needs_build = pytest.mark.skipif(not EXECUTED, reason="no executed notebooks in build/executed/ (python tools/book.py slides)")
+
+
+@needs_build
+@pytest.mark.parametrize("path", EXECUTED, ids=[p.stem for p in EXECUTED])
+def test_course_decks_within_limits_with_answers_as_fragments(path):
+    source = nbformat.read(path, 4)
+    nb, layout = lay_out(source)
+    check_limits(nb, layout, path.stem)
+    assert question_problems(nb) == [], path.stem
+    asked = sum(is_question(c) for c in source.cells)
+    assert sum(is_question(c) for c in nb.cells) == asked
+    answered = sum(is_answer(c) for c in source.cells)
+    assert sum(is_answer(c) and kind(c) == "fragment" for c in nb.cells) == answered
+    # the source's speaker notes all reach the deck, one notes cell per slide at most (check_limits)
+    notes = "\n".join(c.source for c in nb.cells if kind(c) == "notes")
+    for cell in source.cells:
+        if kind(cell) == "notes":
+            assert cell.source in notes, f"{path.stem}: a speaker note is missing from the slides"
+
+
+@needs_build
+def test_course_progress_bars_are_text_and_lessons_end_with_a_summary_slide():
+    decks_with_summary, bars = set(), 0
+    for path in EXECUTED:
+        source = nbformat.read(path, 4)
+        state = source.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+        expected = [book.progress_text(state, o["data"][book.WIDGET_MIME]["model_id"]) for c in source.cells
+                    for o in c.get("outputs", []) if book.WIDGET_MIME in o.get("data", {})]
+        expected = [t for t in expected if t is not None]
+        nb, _ = lay_out(source)
+        shown = [line for c in nb.cells if c.cell_type == "code" for o in c.outputs
+                 if "normlab-progress" in o.get("data", {}).get("text/html", "")
+                 for line in o["data"]["text/plain"].split("\n")]
+        assert shown == expected, path.stem
+        assert all(re.fullmatch(r".+: \d+% \d+/\d+(（中断 interrupted）)?", line) for line in shown), shown[:3]
+        bars += len(shown)
+        if any(c.cell_type == "markdown" and kind(c) == "slide" and c.source.startswith(f"## {book.SUMMARY_TITLE}")
+               for c in nb.cells):
+            decks_with_summary.add(path.stem)
+    missing = (LESSONS_WITH_SUMMARY & {p.stem for p in EXECUTED}) - decks_with_summary
+    assert not missing, f"no {book.SUMMARY_TITLE} slide in {sorted(missing)}"
+    if any(p.stem == "02_batchnorm" for p in EXECUTED):
+        assert bars >= 30          # 02 alone trains 32 times
