@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import urllib.request
@@ -64,9 +65,9 @@ RAW_TEX = r"""(sel) => { const c = document.querySelector(sel).cloneNode(true);
   return (t.match(/\$[^$\s][^$]*\$|\\\(|\\\[/g) || []).length; }"""
 
 
-def open_clean(browser, url: str):
+def open_clean(browser, url: str, height: int = 900):
     """Open a page and record console errors, page errors and failed/4xx requests."""
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page = browser.new_page(viewport={"width": 1280, "height": height})
     problems: list[str] = []
     page.on("console", lambda m: problems.append(f"console: {m.text}") if m.type == "error" else None)
     page.on("pageerror", lambda e: problems.append(f"pageerror: {e}"))
@@ -144,14 +145,25 @@ def test_widgets_are_static_front_ends_or_a_note(browser, book_url):
         html = (ROOT / "build" / "book" / "html" / "notebooks" / f"{name}.html").read_text()
         assert "application/vnd.jupyter.widget-view+json" not in html
         executed = (ROOT / "build" / "executed" / f"{name}.ipynb").read_text()
-        if "application/vnd.jupyter.widget-view+json" in executed:  # a plain ipywidgets output
+        views = plain_widgets(json.loads(executed))
+        if any(text is None for text in views.values()):            # a plain ipywidgets output
             assert "normlab-widget-note" in html, name
+        if any(text is not None for text in views.values()):        # tqdm progress bars: their final text
+            assert "normlab-progress" in html, name
         static = [o for c in json.loads(executed)["cells"] for o in c.get("outputs", [])
                   if 'class="normlab-web"' in "".join(o.get("data", {}).get("text/html", ""))]
         if static:                                                  # a course widget, static
             assert html.count('class="normlab-web"') == len(static), name
             static_pages.add(name)
     assert {"01_residuals", "02_batchnorm", "03_layernorm", "06_placement"} <= static_pages, static_pages
+
+
+def plain_widgets(nb: dict) -> dict[str, str | None]:
+    """The plain ipywidgets outputs of an executed notebook: model id -> the progress bar's final text
+    (book.progress_text), None for any other widget."""
+    state = nb["metadata"].get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    return {o["data"][book.WIDGET_MIME]["model_id"]: book.progress_text(state, o["data"][book.WIDGET_MIME]["model_id"])
+            for c in nb["cells"] for o in c.get("outputs", []) if book.WIDGET_MIME in o.get("data", {})}
 
 
 def first_note_text(name: str) -> str | None:
@@ -179,13 +191,25 @@ def test_speaker_notes_stay_out_of_the_book(book_url):
     assert checked >= 5
 
 
+def note_texts(name: str) -> list[str]:
+    """A distinctive piece of each speaker note of a source (its longest run of Chinese)."""
+    import jupytext
+
+    notes = [c.source for c in jupytext.read(ROOT / "notebooks" / f"{name}.md").cells
+             if c.cell_type == "markdown" and c.metadata.get("slideshow", {}).get("slide_type") == "notes"]
+    return [max(re.findall(r"[\u4e00-\u9fff]{4,}", n) or [n[:20]], key=len) for n in notes]
+
+
 def test_speaker_notes_from_the_sources_reach_the_slides(slides_url):
+    """Every note of a source reaches the speaker view (the layout merges a slide's notes into one
+    <aside>, and adds the full code of a long cell and the rest of a long paragraph)."""
     with_notes = [n for n in NOTEBOOKS if '"slide_type": "notes"' in (ROOT / "notebooks" / f"{n}.md").read_text()]
     assert "00_course_map" in with_notes and "09_companion" in with_notes
     for name in with_notes:
-        src = (ROOT / "notebooks" / f"{name}.md").read_text()
         html = (ROOT / "build" / "slides" / f"{name}.slides.html").read_text()
-        assert html.count('<aside class="notes">') == src.count('"slide_type": "notes"'), name
+        asides = "\n".join(re.findall(r'<aside class="notes">(.*?)</aside>', html, flags=re.S))
+        for needle in note_texts(name):
+            assert needle in asides, f"{name}: the note with {needle!r} is not in the slides' notes"
 
 
 def test_slides_open_offline_and_advance(browser, slides_url, artifacts):
@@ -211,6 +235,128 @@ def test_slides_open_offline_and_advance(browser, slides_url, artifacts):
         page.screenshot(path=str(artifacts / f"slides_{name}.png"))
         page.close()
         assert not problems, f"{name}: {problems}"
+
+
+# --- the slides: one idea per slide, answers revealed on demand (issue 18) ----------------------------
+
+@pytest.fixture(scope="module")
+def decks(request):
+    """The slides on 127.0.0.1: built by conftest's slides_url, or with NORMLAB_REUSE_BUILD=1 the decks
+    already in build/slides (to rerun these tests without building the book and the slides again)."""
+    folder = ROOT / "build" / "slides"
+    if os.environ.get("NORMLAB_REUSE_BUILD") == "1" and any(folder.glob("*.slides.html")):
+        from conftest import serve
+
+        url, server = serve(folder)
+        yield url
+        server.shutdown()
+    else:
+        yield request.getfixturevalue("slides_url")
+
+
+# Every slide of a deck, through reveal.js's own API: (1) with no fragment shown, no fragment and no
+# <details> body is visible; (2) with every fragment shown and every answer opened, no element ends
+# below the screen (an element inside a scrolling box counts as that box); (3) the visible prose
+# (markdown text, closed <details> as their summary, no code, outputs, math or notes) and the lines
+# of code shown are within the limits; one notes <aside> per slide (the speaker view shows the first).
+# Then (4) in document order, every output between a 先想一想 question and its <details> answer, and
+# the answer itself, is inside a fragment.
+SLIDE_CHECK = r"""(limits) => {
+  const R = require("vendor/reveal.js/dist/reveal.js");
+  const wide = new RegExp(limits.wide);
+  const len = (t) => { let n = 0; for (const ch of t) { if (!/\s/.test(ch)) n += wide.test(ch) ? 1 : 0.5; } return n; };
+  const clipped = (el, s) => { for (let a = el.parentElement; a && a !== s; a = a.parentElement) {
+    if (["auto", "scroll", "hidden"].includes(getComputedStyle(a).overflowY)) return true; } return false; };
+  const leaves = Array.from(document.querySelectorAll(".reveal .slides section")).filter(s => !s.querySelector("section"));
+  const problems = [], sizes = [];
+  for (const s of leaves) {
+    const {h, v} = R.getIndices(s);
+    const title = (s.querySelector("h1, h2, h3, h4") || {textContent: ""}).textContent.replace("¶", "").trim();
+    const where = `slide ${h}.${v} "${title.slice(0, 40)}"`;
+    R.slide(h, v, -1);
+    for (const f of s.querySelectorAll(".fragment")) {
+      const cs = getComputedStyle(f);
+      if (cs.visibility !== "hidden" && cs.opacity !== "0") problems.push(`${where}: a fragment shows before it is revealed`);
+    }
+    for (const d of s.querySelectorAll("details")) {
+      if (d.open) problems.push(`${where}: a <details> block is open`);
+      for (const part of d.children)
+        if (part.tagName !== "SUMMARY" && part.checkVisibility({visibilityProperty: true})) problems.push(`${where}: a <details> body shows`);
+    }
+    R.slide(h, v, 1000);
+    const closed = Array.from(s.querySelectorAll(".jp-MarkdownCell details:not([open])"));
+    closed.forEach(d => d.open = true);
+    let bottom = 0, worst = "";
+    for (const el of s.querySelectorAll("*")) {
+      if (el.closest("aside") || clipped(el, s)) continue;
+      const r = el.getBoundingClientRect();
+      if (r.width && r.height && r.bottom > bottom) { bottom = r.bottom; worst = el.tagName + " " + el.textContent.trim().slice(0, 30); }
+    }
+    closed.forEach(d => d.open = false);
+    if (bottom > innerHeight + 1) problems.push(`${where}: ends ${Math.round(bottom - innerHeight)} px below the screen (${worst})`);
+    const c = s.cloneNode(true);
+    c.querySelectorAll(".jp-CodeCell .jp-InputArea, .jp-OutputArea, pre, mjx-container, aside, script, style, a.anchor-link, details > :not(summary)")
+      .forEach(e => e.remove());
+    const prose = len(c.textContent);
+    let code = 0;
+    s.querySelectorAll("pre").forEach(p => { if (!p.closest(".jp-OutputArea, aside")) code += p.textContent.replace(/\n+$/, "").split("\n").length; });
+    if (prose > limits.prose) problems.push(`${where}: ${prose} characters of prose`);
+    if (code > limits.code) problems.push(`${where}: ${code} lines of code`);
+    const notes = s.querySelectorAll("aside.notes").length;
+    if (notes > 1) problems.push(`${where}: ${notes} notes`);
+    sizes.push({where, prose, code, bottom: Math.round(bottom)});
+  }
+  let open = null, questions = 0, answers = 0;
+  const walk = ".reveal .slides :is(h1, h2, h3, p, details, .jp-OutputArea-output)";
+  for (const el of document.querySelectorAll(walk)) {
+    if (el.closest("aside") || (el.closest(".jp-OutputArea") && !el.classList.contains("jp-OutputArea-output"))) continue;
+    if (/^H[123]$/.test(el.tagName)) { open = null; continue; }
+    const lead = el.tagName === "P" && el.firstElementChild;
+    if (lead && lead.tagName === "STRONG" && lead.textContent.trim() === "先想一想" && el.textContent.trim().startsWith("先想一想")) {
+      if (el.closest(".fragment")) problems.push(`question "${el.textContent.slice(0, 30)}" is itself hidden`);
+      open = el.textContent.slice(0, 30); questions++; continue;
+    }
+    if (!open) continue;
+    if (el.tagName === "DETAILS" && el.closest(".jp-MarkdownCell") && el.querySelector("summary").textContent.includes("答案")) {
+      if (!el.closest(".fragment")) problems.push(`question "${open}": its answer is not a fragment`);
+      answers++; open = null;
+    } else if (el.classList.contains("jp-OutputArea-output") && !el.closest(".fragment")) {
+      problems.push(`question "${open}": an output shows before it is revealed`);
+    }
+  }
+  R.slide(0, 0, -1);
+  return {problems, sizes, questions, answers};
+}"""
+
+
+def test_slides_fit_a_projector_and_keep_answers_hidden_until_revealed(browser, decks, artifacts):
+    """Every slide of every deck in Chromium at 1280x720: within the limits (book.SLIDE_PROSE characters
+    of prose, book.SLIDE_CODE lines of code), nothing below the screen's bottom edge, and before a
+    question's fragments are shown nothing of its answer (the outputs, the <details> body) is visible."""
+    limits = {"prose": book.SLIDE_PROSE, "code": book.SLIDE_CODE, "wide": book.WIDE.pattern}
+    report = []
+    for name in NOTEBOOKS:
+        page, problems = open_clean(browser, f"{decks}/{name}.slides.html", height=720)
+        page.wait_for_selector(".reveal.ready", timeout=15000)
+        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=15000)
+        page.evaluate("() => MathJax.startup.promise")
+        result = page.evaluate(SLIDE_CHECK, limits)
+        src = (ROOT / "notebooks" / f"{name}.md").read_text(encoding="utf-8")
+        asked = len(re.findall(r"^\*\*先想一想\*\*", src, flags=re.M))
+        assert result["questions"] == asked, f"{name}: {asked} questions in the source, {result['questions']} in the deck"
+        assert result["answers"] == len(re.findall(r"^<details><summary>答案", src, flags=re.M)), name
+        report += [f"{name}: {p}" for p in result["problems"]]
+        fullest = max(result["sizes"], key=lambda s: s["bottom"])
+        print(f"{name}: {len(result['sizes'])} slides; most prose {max(s['prose'] for s in result['sizes'])}, "
+              f"fullest {fullest['where']} to {fullest['bottom']} px")
+        if asked:   # the first question's slide, before and after its answer is revealed
+            page.evaluate("""() => { const R = require("vendor/reveal.js/dist/reveal.js");
+              const p = Array.from(document.querySelectorAll(".reveal .slides p")).find(p => p.textContent.startsWith("先想一想"));
+              const i = R.getIndices(p.closest("section")); R.slide(i.h, i.v, -1); }""")
+            page.screenshot(path=str(artifacts / f"slides_{name}_question.png"))
+        page.close()
+        assert not problems, f"{name}: {problems}"
+    assert not report, "\n".join(report[:40])
 
 
 # --- the build fails loudly ------------------------------------------------------------------

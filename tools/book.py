@@ -495,13 +495,13 @@ def markdown_output_height(md: str) -> float:
 def output_height(out) -> float:
     """Estimated height of one output on a slide (at most OUTPUT_MAX, but a figure or a widget)."""
     data = out.get("data", {})
+    html = data.get("text/html", "")
+    html = "".join(html) if isinstance(html, list) else html
+    if "normlab-web" in html:        # a course widget (its PNG is for print only): a slide of its own
+        return SLIDE_ROOM
     if "image/png" in data:
         w, h = png_size(data["image/png"])
         return min(IMG_WIDTH * h / w, IMG_MAX) + 60
-    html = data.get("text/html", "")
-    html = "".join(html) if isinstance(html, list) else html
-    if "normlab-web" in html:        # a course widget: a slide of its own
-        return SLIDE_ROOM
     if "normlab-progress" in html:
         width = float(re.search(r"column-width: (\d+)ch", html).group(1)) if "column-width" in html else 80
         columns = max(1, int(WIDTH // (width * 9.6 + 16)))
@@ -594,6 +594,13 @@ def progress_output(lines: list[str]):
     return nbformat.v4.new_output("display_data", data={
         "text/html": f'<pre class="normlab-progress" style="column-width: {width:.0f}ch">{body}</pre>',
         "text/plain": "\n".join(lines)})
+
+
+def shows_alone(out) -> bool:
+    """A figure or a course widget: shown without the code that made it (large when projected)."""
+    data = out.get("data", {})
+    html = "".join(data.get("text/html", ""))
+    return "normlab-web" in html or ("image/png" in data and not html)
 
 
 def slide_outputs(cell) -> list:
@@ -770,9 +777,9 @@ class SlideLayout:
     # -- code
     def code(self, cell, question: bool) -> None:
         """The input (at most SLIDE_CODE lines shown), then each output; after a question the outputs
-        are one fragment per slide. A cell that draws a figure shows the figure only (large)."""
+        are one fragment per slide. A cell that draws a figure or shows a widget shows that only (large)."""
         outputs = slide_outputs(cell)
-        figure = any("image/png" in o.get("data", {}) for o in outputs)
+        figure = any(shows_alone(o) for o in outputs)
         self.before_content()
         if cell.source.strip() and not figure and "slides-hide-input" not in cell.metadata.get("tags", []):
             lines = cell.source.rstrip().split("\n")
@@ -838,8 +845,8 @@ def next_input_height(cells, i: int) -> float:
     for cell in cells[i + 1:]:
         if cell.cell_type == "code":
             lines = len(cell.source.rstrip().split("\n"))
-            figure = any("image/png" in o.get("data", {}) for o in cell.get("outputs", []))
-            return 0 if figure else CODE_LINE * min(lines, CODE_HEAD + 1) + 36
+            figure = any(shows_alone(o) for o in cell.get("outputs", []))
+            return 0 if figure else CODE_LINE * min(lines, CODE_HEAD + 1) + CODE_PAD
         if cell.metadata.get("slideshow", {}).get("slide_type") != "notes":
             return 0
     return 0
@@ -937,6 +944,7 @@ SLIDE_CSS = """
 .reveal .jp-OutputArea-output:has(.normlab-web) { max-height: none; overflow: visible; }
 .reveal .normlab-web, .reveal .normlab-web select, .reveal .normlab-web label { font-size: 20px; }
 .reveal pre.normlab-progress { font-size: 16px; line-height: 1.25; color: #2e7d32; }
+.reveal .slides section .fragment { transition: none; }
 .reveal details { border-left: 4px solid #2e7d32; padding-left: 12px; }
 .reveal details > summary { cursor: pointer; color: #2e7d32; }
 """
