@@ -262,6 +262,7 @@ PROSE_LINE, PROSE_CHARS = 40.6, 38   # 28px prose, line-height 1.45; Chinese cha
 CODE_LINE, CODE_PAD = 24.7, 33       # 18px code, line-height 1.3; a code cell's padding
 IMG_WIDTH, IMG_MAX = 1180, 500       # a figure fills the width, at most IMG_MAX high
 OUTPUT_MAX = 440      # a longer output scrolls inside a box this high (SLIDE_CSS)
+WIDGET_HEIGHT = 610   # the axes explorer, the tallest course widget: alone on its slide, under its title
 
 
 def visible_prose(md: str) -> str:
@@ -420,8 +421,8 @@ def unit_height(kind: str, text: str) -> float:
         rows = text.strip().split("\n")
         return 20 + sum(33 * max(1, math.ceil(prose_length(row) / 30)) + 8 for i, row in enumerate(rows) if i != 1)
     if kind == "details":
-        body = text.partition("</summary>")[2].rpartition("</details>")[0]
-        return 55 + sum(unit_height(k, t) for k, t in markdown_units(body))
+        body = text.partition("</summary>")[2].rpartition("</details>")[0]     # opened: 23px text (SLIDE_CSS)
+        return 55 + 0.8 * sum(unit_height(k, t) for k, t in markdown_units(body))
     per_line = PROSE_CHARS - (3 if kind in ("item", "quote") else 0)
     lines = sum(max(1, math.ceil(prose_length(part) / per_line)) for part in re.split(r"\n(?=\s*>?\s*[-*+] )", text))
     return lines * PROSE_LINE + (24 if kind in ("para", "quote") else 4) + 100 * (text.count("$$") // 2)
@@ -498,7 +499,7 @@ def output_height(out) -> float:
     html = data.get("text/html", "")
     html = "".join(html) if isinstance(html, list) else html
     if "normlab-web" in html:        # a course widget (its PNG is for print only): a slide of its own
-        return SLIDE_ROOM
+        return WIDGET_HEIGHT
     if "image/png" in data:
         w, h = png_size(data["image/png"])
         return min(IMG_WIDTH * h / w, IMG_MAX) + 60
@@ -947,6 +948,7 @@ SLIDE_CSS = """
 .reveal .slides section .fragment { transition: none; }
 .reveal details { border-left: 4px solid #2e7d32; padding-left: 12px; }
 .reveal details > summary { cursor: pointer; color: #2e7d32; }
+.reveal .jp-RenderedHTMLCommon details p, .reveal .jp-RenderedHTMLCommon details li { font-size: 23px; line-height: 1.4; }
 """
 
 
