@@ -291,7 +291,7 @@ def prose_length(md: str) -> float:
 
 def markdown_blocks(md: str) -> list[str]:
     """Blocks separated by blank lines; fenced code, $$ math and <details> stay whole."""
-    blocks, cur, fence, math, details = [], [], None, False, 0
+    blocks, cur, fence, in_math, details = [], [], None, False, 0
     for line in md.split("\n"):
         s = line.strip()
         if fence:
@@ -304,9 +304,9 @@ def markdown_blocks(md: str) -> list[str]:
             cur.append(line)
             continue
         if s.count("$$") % 2:
-            math = not math
+            in_math = not in_math
         details += s.count("<details") - s.count("</details>")
-        if not s and not math and details <= 0:
+        if not s and not in_math and details <= 0:
             if cur:
                 blocks.append("\n".join(cur))
             cur = []
@@ -367,14 +367,14 @@ def join_units(units: list[tuple[str, str]]) -> str:
 
 def sentences(text: str) -> list[str]:
     """Split prose after 。！？； outside inline code and math."""
-    out, cur, code, math = [], "", False, False
+    out, cur, code, in_math = [], "", False, False
     for ch in text:
         cur += ch
         if ch == "`":
             code = not code
         elif ch == "$" and not code:
-            math = not math
-        elif ch in "。！？；" and not code and not math:
+            in_math = not in_math
+        elif ch in "。！？；" and not code and not in_math:
             out.append(cur)
             cur = ""
     return out + ([cur] if cur.strip() else [])
@@ -564,7 +564,6 @@ def progress_text(state: dict, model_id: str) -> str | None:
 def progress_bars_as_text(nb: nbformat.NotebookNode) -> int:
     """Replace each tqdm progress-bar widget output by its final text (consecutive bars of a cell become
     one block of lines), before the widget state is dropped. Returns how many bars were replaced."""
-    import html as htmllib
     state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
     replaced = 0
     for cell in nb.cells:
