@@ -302,7 +302,7 @@ def test_the_bundle_is_static_html_in_the_book_and_the_widget_elsewhere(monkeypa
 
 def test_front_end_files_follow_the_contract():
     js = (WEB / "explorer.js").read_text(encoding="utf-8")
-    css = (WEB / "explorer.css").read_text(encoding="utf-8")
+    css = web_host.css_text("explorer")                 # web/common.css, then web/explorer.css
     assert "export default" in js and not re.search(r"^\s*import\b|\bimport\(|https?://", js, flags=re.M)
     used = set(re.findall(r"\bmodel\.(\w+)\(", js))
     assert used <= {"get", "set", "save_changes", "on", "off"}, used

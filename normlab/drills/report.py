@@ -33,6 +33,17 @@ class Finding:
     level: str = "interview"
 
 
+def example_lines(f: Finding) -> list[str]:
+    """A failed finding's minimal counterexample, one indented line per field (input, expected, got)."""
+    return [f"        {k}: {v}" for k, v in f.example.items()]
+
+
+def passed_lines(findings: list[Finding]) -> list[str]:
+    """The one line naming every check that passed (none when nothing passed)."""
+    good = [f.id for f in findings if f.passed]
+    return [f"  ✓ 通过 (passed): {', '.join(good)}"] if good else []
+
+
 @dataclass
 class Report:
     kind: str
@@ -123,12 +134,8 @@ class Report:
                 if f.passed or f.level != lv:
                     continue
                 lines.append(f"  ✗ [{LEVEL_NAME[lv]}] {f.id}: {f.message}")
-                for k, v in f.example.items():
-                    lines.append(f"        {k}: {v}")
-        good = [f.id for f in self.findings if f.passed]
-        if good:
-            lines.append(f"  ✓ 通过 (passed): {', '.join(good)}")
-        return "\n".join(lines)
+                lines += example_lines(f)
+        return "\n".join(lines + passed_lines(self.findings))
 
     __repr__ = __str__
 
@@ -200,11 +207,14 @@ class SubmissionError(Exception):
     """The learner's code raised: carries a one-line description for the report."""
 
 
-def guarded(fn: Callable, *args, seconds: float = 2.0, **kwargs):
-    """Call learner code; turn an exception or a timeout into SubmissionError."""
+def guarded(fn: Callable, *args, seconds: float = 2.0, passthrough: tuple[type, ...] = (), **kwargs):
+    """Call learner code; turn an exception or a timeout into SubmissionError (exceptions of the types
+    in ``passthrough`` are re-raised as they are, for a caller that treats them itself)."""
     try:
         with time_limit(seconds):
             return fn(*args, **kwargs)
+    except passthrough:
+        raise
     except DrillTimeout as err:
         raise SubmissionError(str(err)) from None
     except Exception as err:  # noqa: BLE001 - any learner error becomes a finding

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import html
 import time
-import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ..drills.report import DrillTimeout, Finding, Report, SubmissionError, short, time_limit
+from ..drills.report import Finding, Report, SubmissionError, example_lines, guarded, passed_lines, short
 from ..viz import Table
 
 __all__ = ["Exercise", "ExerciseReport", "NotWritten", "REGISTRY", "exercise", "run", "list_for", "call", "step",
@@ -86,11 +85,8 @@ class ExerciseReport(Report):
         lines = [f"[{self.kind}] {'通过 PASSED' if self.passed else '未通过 FAILED'} · {self.verdict()}"]
         for f in self.failed:
             lines.append(f"  ✗ {f.id}: {f.message}")
-            lines += [f"        {k}: {v}" for k, v in f.example.items()]
-        good = [f.id for f in self.findings if f.passed]
-        if good:
-            lines.append(f"  ✓ 通过 (passed): {', '.join(good)}")
-        return "\n".join(lines)
+            lines += example_lines(f)
+        return "\n".join(lines + passed_lines(self.findings))
 
     __repr__ = __str__
 
@@ -115,16 +111,9 @@ def call(fn: object, *args, seconds: float = 2.0, **kwargs):
     if not callable(fn):
         raise SubmissionError(f"答案应是一个函数或类 (a callable)，实际是 {type(fn).__name__}: {short(fn)}")
     try:
-        with time_limit(seconds):
-            return fn(*args, **kwargs)
-    except NotImplementedError as err:
+        return guarded(fn, *args, seconds=seconds, passthrough=(NotImplementedError,), **kwargs)
+    except NotImplementedError as err:                 # the learner's blank: not a mistake, not written yet
         raise NotWritten(str(err)) from None
-    except DrillTimeout as err:
-        raise SubmissionError(str(err)) from None
-    except Exception as err:  # noqa: BLE001 - any learner error becomes a finding
-        tb = traceback.extract_tb(err.__traceback__)
-        where = f" (line {tb[-1].lineno})" if tb else ""
-        raise SubmissionError(f"{type(err).__name__}: {err}{where}") from None
 
 
 @contextmanager

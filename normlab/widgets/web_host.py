@@ -71,9 +71,12 @@ def esm_text(name: str) -> str:
 
 
 def css_text(name: str) -> str:
-    """Its stylesheet (normlab/widgets/web/<name>.css), "" when it has none."""
+    """Its stylesheet: web/common.css (what every widget shares) then web/<name>.css, "" when it has none."""
     path = WEB_DIR / f"{name}.css"
-    return _read(path, path.stat().st_mtime) if path.exists() else ""
+    if not path.exists():
+        return ""
+    common = WEB_DIR / "common.css"
+    return _read(common, common.stat().st_mtime) + "\n" + _read(path, path.stat().st_mtime)
 
 
 # --- data: plain JSON, the same numbers in the kernel and in the grid ------------------------------------
