@@ -22,6 +22,7 @@ from pathlib import Path
 
 import jupytext
 import pytest
+from test_concordance import sections
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -87,19 +88,8 @@ def headings(stem: str) -> list[str]:
 
 def section(stem: str, title_start: str) -> str | None:
     """The body of the first heading that starts with title_start, up to the next heading of the
-    same or a higher level (outside code fences)."""
-    lines = (NOTEBOOKS / f"{stem}.md").read_text(encoding="utf-8").splitlines()
-    heads, fenced = [], False
-    for i, line in enumerate(lines):
-        if line.startswith("```"):
-            fenced = not fenced
-        elif not fenced and (m := re.match(r"^(#{1,6})\s+(.*?)\s*$", line)):
-            heads.append((i, len(m.group(1)), m.group(2)))
-    for k, (i, level, title) in enumerate(heads):
-        if title.startswith(title_start):
-            end = next((j for j, lv, _ in heads[k + 1:] if lv <= level), len(lines))
-            return "\n".join(lines[i + 1:end])
-    return None
+    same or a higher level (outside code fences): test_concordance's reading of a notebook."""
+    return next((body for title, body in sections(stem).items() if title.startswith(title_start)), None)
 
 
 # --- 先想一想 → 运行 → 答案 -------------------------------------------------------------------
