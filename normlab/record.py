@@ -65,8 +65,9 @@ def _holds(value: float, op: str, threshold: Any) -> bool:
     return bool(OPS[op](value, float(threshold)))
 
 
-def expect(key: str, value: Any, op: str, threshold: Any) -> float:
-    """``assert value OP threshold``, recorded under ``key`` when the sweep runs. Returns the value.
+def expect(key: str, value: Any, op: str, threshold: Any) -> None:
+    """``assert value OP threshold``, recorded under ``key`` when the sweep runs. Returns None, so a
+    cell that ends with it shows nothing extra (a returned float would print as the cell's result).
 
     OP is one of > >= < <= == (== for an identity that must hold exactly) or "between" with
     threshold (lo, hi), meaning lo < value < hi."""
@@ -80,15 +81,13 @@ def expect(key: str, value: Any, op: str, threshold: Any) -> float:
     if not _holds(v, op, limit):
         raise AssertionError(f"断言不成立 (claim failed): {key} = {v:.6g}，应满足 {op} {limit}。"
                              f"(expected {key} {op} {limit}, got {v:.6g})")
-    return v
 
 
-def measure(key: str, value: Any) -> float:
+def measure(key: str, value: Any) -> None:
     """Record a measured number that the prose quotes (no check here; tests/test_record.py checks
-    the prose's ``<!--rec KEY FORM-->`` marker against every recorded run). Returns the value."""
+    the prose's ``<!--rec KEY FORM-->`` marker against every recorded run). Returns None, as expect()."""
     v = _as_number(key, value)
     _write({"key": key, "value": v, "op": None, "threshold": None})
-    return v
 
 
 def margin_problem(op: str, threshold: Any, values: Iterable[float]) -> str | None:

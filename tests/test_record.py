@@ -178,10 +178,10 @@ def test_marker_forms_by_hand():
 def test_expect_checks_and_records(tmp_path, monkeypatch):
     sink = tmp_path / "rec.jsonl"
     monkeypatch.setenv(record.RECORD_VARIABLE, str(sink))
-    assert record.expect("a", 0.5, ">", 0.1) == 0.5
+    assert record.expect("a", 0.5, ">", 0.1) is None
     with pytest.raises(AssertionError, match="a2"):
         record.expect("a2", 0.05, ">", 0.1)
-    record.measure("m", 3)
+    assert record.measure("m", 3) is None
     record.expect("flag", True, "==", True)
     lines = [json.loads(x) for x in sink.read_text().splitlines()]
     assert [(e["key"], e["value"]) for e in lines] == [("a", 0.5), ("a2", 0.05), ("m", 3.0), ("flag", 1.0)]
@@ -189,6 +189,22 @@ def test_expect_checks_and_records(tmp_path, monkeypatch):
         record.expect("b", 1, "~", 1)
     with pytest.raises(TypeError, match="number"):
         record.expect("c", "high", ">", 1)
+
+
+def test_a_cell_ending_in_expect_shows_no_result():
+    """A notebook cell whose last line is expect(...) or measure(...) has no Out[] (the book showed the
+    float these used to return)."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    try:
+        for call in ('expect("k", 0.5, ">", 0.1)', 'measure("k", 0.5)'):
+            res = shell.run_cell(f"from normlab.record import expect, measure\n{call}")
+            assert res.success and res.result is None, call
+        res = shell.run_cell("0.5")                                  # the same shell does show a bare float
+        assert res.result == 0.5
+    finally:
+        InteractiveShell.clear_instance()
 
 
 def test_seed_knob(monkeypatch):
