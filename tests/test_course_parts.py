@@ -10,6 +10,7 @@
   lesson that teaches it, and a lesson that uses it earlier points forward ("第 N 课") in the
   paragraph of its first use.
 - No learner-visible paragraph of more than 450 characters (tables, code and math aside).
+- No section opens with an errata box: a correction comes after the concept it corrects is taught.
 
 Teacher notes (``slideshow: notes`` cells) are not learner-visible: the learner copies and the book
 drop them (tools/notebooks.py), so they neither count as prompts nor need forward pointers.
@@ -275,3 +276,27 @@ def test_no_long_paragraph(stem):
         if kind == "para" and len(visible) > MAX_PARAGRAPH:
             long.append(f"{len(visible)} characters: {visible[:40]!r}")
     assert not long, f"{stem}: paragraphs over {MAX_PARAGRAPH} characters (split them):\n" + "\n".join(long)
+
+
+# --- errata after the concept they correct --------------------------------------------------------
+
+ERRATA_OPENING = re.compile(r"^(>\s*)?\*\*资料勘误")
+
+
+def errata_openings(blocks_: list[tuple[str, str]]) -> list[str]:
+    """Headings whose first block is an errata box or an errata paragraph."""
+    return [heading for (kind, heading), (_, first) in zip(blocks_, blocks_[1:])
+            if kind == "heading" and ERRATA_OPENING.match(first.lstrip())]
+
+
+@pytest.mark.parametrize("stem", PROSE_CHECKED)
+def test_no_section_opens_with_an_erratum(stem):
+    opened = errata_openings(learner_blocks(stem))
+    assert not opened, f"{stem}: move these sections' errata after the concept they correct: {opened}"
+
+
+def test_errata_opening_checker_fires():
+    box = "> **资料勘误 (errata)**，可运行的对照见 `09_companion`：\n> - **X1** wrong"
+    assert errata_openings(blocks(f"## 3. 某节\n\n{box}\n\n正文。")) == ["## 3. 某节"]
+    assert errata_openings(blocks(f"## 3. 某节\n\n**资料勘误 [D] Q1**（**D1**）。正文")) == ["## 3. 某节"]
+    assert errata_openings(blocks(f"## 3. 某节\n\n正文先讲概念。\n\n{box}")) == []
