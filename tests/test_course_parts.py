@@ -1,6 +1,6 @@
 """The learner's parts of every lesson (issue 18), checked on the notebook sources:
 
-- 先想一想 → 运行 → 答案: each lesson 01-07 and 09 asks at least two questions before a key
+- 先想一想 → 运行 → 答案: each lesson 01-09 asks at least two questions before a key
   experiment ("**先想一想**"), each answered in a collapsed ``<details>`` block that comes after
   the code cell that shows the answer (never before it, so the learner runs it first).
 - 面试要点: each of those lessons ends with 3-5 interview points, each pointing to the section
@@ -30,6 +30,7 @@ NOTEBOOKS = ROOT / "notebooks"
 LESSONS = ["01_residuals", "02_batchnorm", "03_layernorm", "04_rmsnorm", "05_deepnorm", "06_placement",
            "07_beyond", "09_companion"]
 PROSE_CHECKED = ["00_course_map", *LESSONS]     # 08_drills has its own owner and rules
+PROMPTED = [*LESSONS, "08_drills"]              # 08's questions come after each card, never before it
 PROMPT = "**先想一想**"
 ANSWER = "<details><summary>答案 (answer)</summary>"
 INTERVIEW = "面试要点"
@@ -130,7 +131,7 @@ def prompt_problems(cells: list) -> tuple[int, list[str]]:
     return pairs, problems
 
 
-@pytest.mark.parametrize("stem", LESSONS)
+@pytest.mark.parametrize("stem", PROMPTED)
 def test_predict_then_run_then_answer(stem):
     pairs, problems = prompt_problems(learner_cells(stem))
     assert not problems, f"{stem}: " + "; ".join(problems)
