@@ -257,19 +257,58 @@ def decks(request):
 
 # Every slide of a deck, through reveal.js's own API: (1) with no fragment shown, no fragment and no
 # <details> body is visible; (2) with every fragment shown and every answer opened, no element ends
-# below the screen (an element inside a scrolling box counts as that box); (3) the visible prose
-# (markdown text, closed <details> as their summary, no code, outputs, math or notes) and the lines
-# of code shown are within the limits; one notes <aside> per slide (the speaker view shows the first).
-# Then (4) in document order, every output between a 先想一想 question and its <details> answer, and
-# the answer itself, is inside a fragment.
-SLIDE_CHECK = r"""(limits) => {
+# below the screen (an element inside a scrolling box counts as that box), and nothing is cut at
+# the slide's right edge: no element and no run of text passes it, nor passes the right edge of a box
+# that hides or scrolls what overflows it (code, prose, math, a table in markdown), but for an output's
+# box, in which a wider table scrolls sideways (the box itself must fit); (3) the visible prose
+# (markdown text, closed <details> as their summary, no code, outputs, math or notes) and the rows
+# of code shown (a wrapped line counts each row) are within the limits; one notes <aside> per slide
+# (the speaker view shows the first). Then (4) in document order, every output between a 先想一想
+# question and its <details> answer, and the answer itself, is inside a fragment. Returns, besides the
+# problems, each code block's text and rows on screen (to compare with the layout's model).
+SLIDE_CHECK = r"""async (limits) => {
   const R = require("vendor/reveal.js/dist/reveal.js");
   const wide = new RegExp(limits.wide);
   const len = (t) => { let n = 0; for (const ch of t) { if (!/\s/.test(ch)) n += wide.test(ch) ? 1 : 0.5; } return n; };
   const clipped = (el, s) => { for (let a = el.parentElement; a && a !== s; a = a.parentElement) {
     if (["auto", "scroll", "hidden"].includes(getComputedStyle(a).overflowY)) return true; } return false; };
+  const name = (e) => e.tagName.toLowerCase() + (typeof e.className === "string" && e.className ? "." + e.className.trim().split(/\s+/)[0] : "");
+  const inkRight = (n) => {        // a run of text's right edge, without the spaces that hang at a row's end
+    const range = document.createRange(), t = n.textContent;
+    let right = 0;
+    for (let i = 0; i < t.length; i++) {
+      if (/\s/.test(t[i])) continue;
+      range.setStart(n, i); range.setEnd(n, i + 1);
+      const r = range.getBoundingClientRect();
+      if (r.width && r.right > right) right = r.right;
+    }
+    return right;
+  };
+  const cutRight = (s, where) => {
+    const cut = new Map(), slide = s.getBoundingClientRect(), scale = slide.width / s.offsetWidth;
+    const walker = document.createTreeWalker(s, NodeFilter.SHOW_ELEMENT | NodeFilter.SHOW_TEXT);
+    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+      const el = n.nodeType === 1 ? n : n.parentElement;
+      if (el.closest("aside, script, style, mjx-assistive-mml")) continue;
+      let r;
+      if (n.nodeType === 1) r = n.getBoundingClientRect();
+      else if (n.textContent.trim()) { const range = document.createRange(); range.selectNodeContents(n); r = range.getBoundingClientRect(); }
+      if (!r || !r.width || !r.height) continue;
+      let box = n.nodeType === 1 ? n.parentElement : el;          // the nearest box that clips what overflows it
+      while (box && box !== s && getComputedStyle(box).overflowX === "visible") box = box.parentElement;
+      if (box === s) box = null;
+      const limit = box ? box.getBoundingClientRect().left + (box.clientLeft + box.clientWidth) * scale : slide.right;
+      if (r.right <= limit + 1 || (n.nodeType === 3 && inkRight(n) <= limit + 1)) continue;
+      if (box && box.matches(".jp-OutputArea-output") && ["auto", "scroll"].includes(getComputedStyle(box).overflowX)) continue;
+      const key = box ? `is cut at the right edge of its ${name(box)}` : "ends past the slide's right edge";
+      if (!cut.has(key)) cut.set(key, {what: `${name(el)} "${n.textContent.trim().slice(0, 30)}"`, more: 0, past: 0});
+      const c = cut.get(key);
+      c.past = Math.max(c.past, Math.round((r.right - limit) / scale)); c.more++;
+    }
+    return Array.from(cut, ([key, c]) => `${where}: ${c.what} ${key} (up to ${c.past} px past it; ${c.more} elements and runs of text)`);
+  };
   const leaves = Array.from(document.querySelectorAll(".reveal .slides section")).filter(s => !s.querySelector("section"));
-  const problems = [], sizes = [];
+  const problems = [], sizes = [], blocks = [];
   for (const s of leaves) {
     const {h, v} = R.getIndices(s);
     const title = (s.querySelector("h1, h2, h3, h4") || {textContent: ""}).textContent.replace("¶", "").trim();
@@ -287,20 +326,29 @@ SLIDE_CHECK = r"""(limits) => {
     R.slide(h, v, 1000);
     const closed = Array.from(s.querySelectorAll(".jp-MarkdownCell details:not([open])"));
     closed.forEach(d => d.open = true);
+    if (closed.length) await new Promise(done => requestAnimationFrame(() => setTimeout(done)));   // 'toggle' handlers
     let bottom = 0, worst = "";
     for (const el of s.querySelectorAll("*")) {
       if (el.closest("aside") || clipped(el, s)) continue;
       const r = el.getBoundingClientRect();
       if (r.width && r.height && r.bottom > bottom) { bottom = r.bottom; worst = el.tagName + " " + el.textContent.trim().slice(0, 30); }
     }
+    problems.push(...cutRight(s, where));
+    let code = 0;
+    s.querySelectorAll("pre").forEach(p => {
+      if (p.closest(".jp-OutputArea, aside")) return;
+      const cs = getComputedStyle(p);
+      const rows = Math.round((p.clientHeight - parseFloat(cs.paddingTop) - parseFloat(cs.paddingBottom)) / parseFloat(cs.lineHeight));
+      code += rows;
+      blocks.push({where, rows, text: p.textContent.replace(/\n$/, ""), fenced: !!p.closest(".jp-MarkdownCell"),
+                   width: p.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight)});
+    });
     closed.forEach(d => d.open = false);
     if (bottom > innerHeight + 1) problems.push(`${where}: ends ${Math.round(bottom - innerHeight)} px below the screen (${worst})`);
     const c = s.cloneNode(true);
     c.querySelectorAll(".jp-CodeCell .jp-InputArea, .jp-OutputArea, pre, mjx-container, aside, script, style, a.anchor-link, details > :not(summary)")
       .forEach(e => e.remove());
     const prose = len(c.textContent);
-    let code = 0;
-    s.querySelectorAll("pre").forEach(p => { if (!p.closest(".jp-OutputArea, aside")) code += p.textContent.replace(/\n+$/, "").split("\n").length; });
     if (prose > limits.prose) problems.push(`${where}: ${prose} characters of prose`);
     if (code > limits.code) problems.push(`${where}: ${code} lines of code`);
     const notes = s.querySelectorAll("aside.notes").length;
@@ -326,30 +374,48 @@ SLIDE_CHECK = r"""(limits) => {
     }
   }
   R.slide(0, 0, -1);
-  return {problems, sizes, questions, answers};
+  return {problems, sizes, questions, answers, blocks};
 }"""
+
+
+def check_deck(browser, url: str):
+    """Open a deck at 1280x720 and run SLIDE_CHECK on it: (its result, the page's console problems, the page)."""
+    limits = {"prose": book.SLIDE_PROSE, "code": book.SLIDE_CODE, "wide": book.WIDE.pattern}
+    page, problems = open_clean(browser, url, height=720)
+    page.wait_for_selector(".reveal.ready", timeout=15000)
+    page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=15000)
+    page.evaluate("() => MathJax.startup.promise")
+    return page.evaluate(SLIDE_CHECK, limits), problems, page
+
+
+def model_problems(blocks: list[dict]) -> list[str]:
+    """Code blocks that take more rows in Chromium than the layout counted for them (book.code_rows)."""
+    out = []
+    for b in blocks:
+        counted = book.code_block_rows(b["text"].split("\n"), book.FENCED_WIDTH if b["fenced"] else book.CODE_WIDTH)
+        if b["rows"] > counted:
+            out.append(f"{b['where']}: code takes {b['rows']} rows, the layout counted {counted} "
+                       f"({b['width']:.0f} px wide): {b['text'][:60]!r}")
+    return out
 
 
 def test_slides_fit_a_projector_and_keep_answers_hidden_until_revealed(browser, decks, artifacts):
     """Every slide of every deck in Chromium at 1280x720: within the limits (book.SLIDE_PROSE characters
-    of prose, book.SLIDE_CODE lines of code), nothing below the screen's bottom edge, and before a
-    question's fragments are shown nothing of its answer (the outputs, the <details> body) is visible."""
-    limits = {"prose": book.SLIDE_PROSE, "code": book.SLIDE_CODE, "wide": book.WIDE.pattern}
+    of prose, book.SLIDE_CODE rows of code), nothing below the screen's bottom edge nor cut at the
+    slide's right edge, no code block taller than the layout counted it, and before a question's
+    fragments are shown nothing of its answer (the outputs, the <details> body) is visible."""
     report = []
     for name in NOTEBOOKS:
-        page, problems = open_clean(browser, f"{decks}/{name}.slides.html", height=720)
-        page.wait_for_selector(".reveal.ready", timeout=15000)
-        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=15000)
-        page.evaluate("() => MathJax.startup.promise")
-        result = page.evaluate(SLIDE_CHECK, limits)
+        result, problems, page = check_deck(browser, f"{decks}/{name}.slides.html")
         src = (ROOT / "notebooks" / f"{name}.md").read_text(encoding="utf-8")
         asked = len(re.findall(r"^\*\*先想一想\*\*", src, flags=re.M))
         assert result["questions"] == asked, f"{name}: {asked} questions in the source, {result['questions']} in the deck"
         assert result["answers"] == len(re.findall(r"^<details><summary>答案", src, flags=re.M)), name
-        report += [f"{name}: {p}" for p in result["problems"]]
+        report += [f"{name}: {p}" for p in result["problems"] + model_problems(result["blocks"])]
         fullest = max(result["sizes"], key=lambda s: s["bottom"])
+        wrapped = sum(b["rows"] > b["text"].count("\n") + 1 for b in result["blocks"])
         print(f"{name}: {len(result['sizes'])} slides; most prose {max(s['prose'] for s in result['sizes'])}, "
-              f"fullest {fullest['where']} to {fullest['bottom']} px")
+              f"fullest {fullest['where']} to {fullest['bottom']} px; {wrapped} code blocks with a wrapped line")
         if asked:   # the first question's slide, before and after its answer is revealed
             page.evaluate("""() => { const R = require("vendor/reveal.js/dist/reveal.js");
               const p = Array.from(document.querySelectorAll(".reveal .slides p")).find(p => p.textContent.startsWith("先想一想"));
@@ -358,6 +424,78 @@ def test_slides_fit_a_projector_and_keep_answers_hidden_until_revealed(browser, 
         page.close()
         assert not problems, f"{name}: {problems}"
     assert not report, "\n".join(report[:40])
+
+
+# A deck of what does not fit across a slide, one thing per slide (its title names it).
+TOO_WIDE = {
+    "长代码": "result = " + " + ".join(f"weights[{i}] * inputs[{i}]" for i in range(7)) + "  # 约 200 个字符的一行",
+    "缩进的长代码": "def f(x):\n    return " + ", ".join(f"torch.nn.functional.layer_norm(x, ({i},))" for i in range(5)),
+    "不断开的长词": "name = '" + "x" * 150 + "'",
+}
+
+
+def too_wide_notebook():
+    import nbformat
+
+    wide_table = ("<table><caption>很宽的表</caption><thead><tr>" + "".join(f"<th>第 {i} 列 column_{i}_name</th>" for i in range(12))
+                  + "</tr></thead><tbody><tr>" + "".join(f"<td>{i / 7:.6f}</td>" for i in range(12)) + "</tr></tbody></table>")
+    formula = lambda n: "$$" + " + ".join(f"\\frac{{x_{{{i}}}}}{{\\sqrt{{\\sigma_{{{i}}}^2 + \\epsilon}}}}" for i in range(n)) + "$$"
+    run = "、".join(f'`"name_{i}"`' for i in range(14))
+    cells = [nbformat.v4.new_markdown_cell("# 太宽的内容")]
+    for title, source in TOO_WIDE.items():
+        cells += [nbformat.v4.new_markdown_cell(f"## {title}"), nbformat.v4.new_code_cell(source)]
+    table = nbformat.v4.new_code_cell("show(table)")
+    table.outputs = [nbformat.v4.new_output("display_data", data={"text/html": wide_table, "text/plain": "表"})]
+    md_table = "| " + " | ".join(f"`column_name_{i}`" for i in range(10)) + " |\n|" + "---|" * 10 + "\n| " + " | ".join("1" * 10 for _ in range(10)) + " |"
+    cells += [nbformat.v4.new_markdown_cell("## 输出里的宽表"), table,
+              nbformat.v4.new_markdown_cell("## 正文里的宽表\n\n" + md_table),
+              nbformat.v4.new_markdown_cell("## 公式\n\n" + formula(9)),
+              nbformat.v4.new_markdown_cell("## 一长串名字\n\n可以用的名字：" + run + "。"),
+              nbformat.v4.new_markdown_cell("## 答案里的公式\n\n**先想一想**：这个式子放得下吗？"),
+              nbformat.v4.new_markdown_cell("<details><summary>答案 (answer)</summary>\n\n" + formula(12) + "\n\n</details>")]
+    return nbformat.v4.new_notebook(cells=cells, metadata={
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+        "language_info": {"name": "python", "pygments_lexer": "ipython3"}})
+
+
+def test_the_slide_check_finds_what_is_cut_at_the_right_edge(browser, tmp_path, monkeypatch, artifacts):
+    """The right-edge check can fail: on a deck of too-wide things (a 200-character line of code, an
+    unbreakable word, a table wider than the slide in an output and in markdown, a display formula,
+    a run of prose with no place to break, a formula in an answer) it finds each one cut when the deck
+    is made without book.SLIDE_FIT_CSS, book.wrap_code_lines and book.FIT_MATH, and none with them;
+    there the wrapped code takes no more rows than the layout counts."""
+    import copy
+
+    from conftest import serve
+
+    book.copy_slide_vendor(tmp_path)
+    exporter = book.slides_exporter()
+    nb = too_wide_notebook()
+    (tmp_path / "fixed.slides.html").write_text(book.slides_html(exporter, copy.deepcopy(nb)), encoding="utf-8")
+    monkeypatch.setattr(book, "SLIDE_CSS", book.SLIDE_CSS.replace(book.SLIDE_FIT_CSS, ""))
+    monkeypatch.setattr(book, "wrap_code_lines", lambda html: html)
+    monkeypatch.setattr(book, "FIT_MATH", "var update = function(event){};")
+    (tmp_path / "unfixed.slides.html").write_text(book.slides_html(exporter, copy.deepcopy(nb)), encoding="utf-8")
+    url, server = serve(tmp_path)
+    titles = {"长代码", "缩进的长代码", "不断开的长词", "输出里的宽表", "正文里的宽表", "公式", "一长串名字", "答案里的公式"}
+    try:
+        result, problems, page = check_deck(browser, f"{url}/unfixed.slides.html")
+        page.close()
+        cut = {t for t in titles for p in result["problems"] if f'"{t}' in p and "right edge" in p}
+        assert cut == titles, f"not found cut: {titles - cut}\n" + "\n".join(result["problems"])
+        result, problems, page = check_deck(browser, f"{url}/fixed.slides.html")
+        for i, title in enumerate(("长代码", "缩进的长代码", "输出里的宽表", "正文里的宽表", "公式", "一长串名字")):
+            page.evaluate("""(title) => { const R = require("vendor/reveal.js/dist/reveal.js");
+              const h = Array.from(document.querySelectorAll(".reveal .slides h2")).find(h => h.textContent.startsWith(title));
+              const at = R.getIndices(h.closest("section")); R.slide(at.h, at.v, 1000); }""", title)
+            page.screenshot(path=str(artifacts / f"slides_too_wide_{i}.png"))
+        page.close()
+        assert result["problems"] == [] and not problems, result["problems"] + problems
+        assert model_problems(result["blocks"]) == []
+        rows = {b["where"].split('"')[1]: b["rows"] for b in result["blocks"]}
+        assert rows == {"长代码": 2, "缩进的长代码": 4, "不断开的长词": 3, "输出里的宽表": 1}, rows   # as the layout counts them
+    finally:
+        server.shutdown()
 
 
 # --- the build fails loudly ------------------------------------------------------------------

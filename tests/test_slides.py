@@ -1,6 +1,7 @@
 """The slides' layout (tools/book.py: slide_types and its helpers), without a browser: one idea per
-slide within the limits, a question's answer only as fragments after it, progress bars as their final
-text, a summary slide per lesson, the speaker notes in one place per slide. Run on small synthetic
+slide within the limits (a line of code that wraps counts the rows it takes), a question's answer only
+as fragments after it, progress bars as their final text, a summary slide per lesson, the speaker notes
+in one place per slide, each line of code a block that wraps with a hanging indent. Run on small synthetic
 notebooks and on the executed course notebooks (build/executed/, made by `tools/book.py slides`;
 tests/test_browser_book.py measures the same decks in Chromium)."""
 
@@ -96,7 +97,8 @@ def prose(slide: list) -> float:
 
 
 def code_lines(slide: list) -> int:
-    lines = sum(len(c.source.rstrip().split("\n")) for c in slide if shown_input(c))
+    """Rows of code a slide shows: a line that wraps counts each of its rows."""
+    lines = sum(book.code_block_rows(c.source.rstrip().split("\n")) for c in slide if shown_input(c))
     return lines + sum(book.code_lines(k, t) for c in slide if c.cell_type == "markdown" and kind(c) != "notes"
                        for k, t in book.markdown_units(c.source))
 
@@ -255,6 +257,21 @@ def test_a_questions_answers_are_fragments_after_it(outputs):
     assert "讲课提示" in next(c.source for c in cells if kind(c) == "notes")
 
 
+def test_what_follows_an_answer_in_its_cell_is_the_next_idea():
+    """An erratum written in the answer's cell, after </details>: not part of the answer's fragment
+    (whose prose counts as its summary only), but laid out after it, on a slide of its own."""
+    erratum = "> **资料勘误 (errata)**：\n> - **D2** 取 m = 0.9 是旧值权重写法的数字。\n> - **E4** 滑动方差用了有偏估计。"
+    nb, layout = lay_out(notebook(md("# 标题"), md("## 一节\n\n" + QUESTION), code("run()", text("1\n")),
+                                  md(ANSWER + "\n\n" + erratum)))
+    check_limits(nb, layout, "synthetic")
+    assert question_problems(nb) == []
+    answer = next(c for c in nb.cells if is_answer(c))
+    assert answer.source == ANSWER and kind(answer) == "fragment"
+    after = [c for c in nb.cells if "资料勘误" in c.source]
+    assert len(after) == 1 and kind(after[0]) == "subslide" and after[0].source.endswith(erratum)
+    assert nb.cells.index(after[0]) > nb.cells.index(answer)
+
+
 def test_a_question_without_an_answer_block_does_not_hide_the_next_section():
     nb, _ = lay_out(notebook(md("# 标题"), md("## 一节\n\n" + QUESTION), code("run()", text("1\n")),
                              md("## 二节\n\n正文。"), code("other()", text("2\n"))))
@@ -304,6 +321,84 @@ def test_notes_of_one_slide_are_one_cell_and_the_deck_exports():
     assert html.count('class="fragment"') == 2                 # the output, the answer
     assert "Reveal.initialize({center: false," in html
     assert "height: 720" in html
+
+
+LONG_LINE = "y = " + " + ".join(f"weights[{i}] * inputs[{i}]" for i in range(8))     # 194 characters: 2 rows
+
+
+def test_code_rows_count_a_wrapped_line_as_the_rows_it_takes():
+    columns = int(book.CODE_WIDTH // book.CODE_CHAR)            # characters across a code cell
+    assert 100 <= columns <= 110
+    assert book.code_rows("") == book.code_rows("x = 1") == 1
+    assert book.code_rows("x" * columns) == 1 and book.code_rows("x" * (columns + 1)) == 2   # a word: broken anywhere
+    assert len(LONG_LINE) > columns and book.code_rows(LONG_LINE) == 2
+    # wrapped at a space: a word that does not fit the row starts the next one, whole
+    words = " ".join(["abcdefghi"] * 11)                          # 109 characters, the last word past the row
+    assert book.code_rows(words) == 2
+    # the rows after the first start CODE_HANG columns right of the line's own indent: fewer fit
+    rest = columns - 8 - book.CODE_HANG
+    assert book.code_rows(" " * 8 + "a" * 50 + " " + "b" * rest) == 2
+    assert book.code_rows(" " * 8 + "a" * 50 + " " + "b" * (rest + 1)) == 3
+    assert book.code_rows("a" * 50 + " " + "b" * (rest + 1)) == 2        # no indent: a longer second row
+    # Chinese characters are wider than Latin ones
+    assert book.code_rows("# " + "归一化" * 24) >= 2 and book.code_rows("# " + "abc" * 24) == 1
+    assert book.code_block_rows(["x = 1", LONG_LINE, ""]) == 4
+    assert book.code_head(["x = 1", LONG_LINE, "z = 2"], 3) == ["x = 1", LONG_LINE]
+    assert book.code_head([LONG_LINE, "z = 2"], 1) == []
+
+
+def test_a_wrapped_line_counts_its_rows_on_the_slide():
+    """The layout counts the rows code takes on screen, for the limit of SLIDE_CODE lines and the height."""
+    source = "\n".join(["a = 1"] * 7 + [LONG_LINE] * 3)               # 10 lines, 13 rows
+    nb, layout = lay_out(notebook(md("# 标题"), code(source)))
+    check_limits(nb, layout, "synthetic")
+    assert [c.source for c in nb.cells if shown_input(c)] == [source]
+    _, lines, height = layout.sizes[0]
+    assert lines == 13 and height >= book.CODE_LINE * 13 + book.CODE_PAD
+    # two cells: 8 + 4 lines would share a slide, but the 4 long lines take 8 rows: 16 > SLIDE_CODE
+    short, long = "\n".join(f"x{i} = {i}" for i in range(8)), "\n".join([LONG_LINE] * 4)
+    nb, layout = lay_out(notebook(md("# 标题"), code(short), code(long)))
+    check_limits(nb, layout, "synthetic")
+    where = {c.source: n for n, slide in enumerate(slides(nb)) for c in slide if shown_input(c)}
+    assert where[long] == where[short] + 1
+    assert [lines for _, lines, _ in layout.sizes] == [8, 8]
+
+
+def test_a_cell_of_long_lines_shows_the_rows_that_fit_and_the_notes_hold_all_of_it():
+    source = "\n".join([LONG_LINE] * 12)                                # 12 lines, 24 rows
+    nb, layout = lay_out(notebook(md("# 标题"), code(source)))
+    check_limits(nb, layout, "synthetic")
+    shown = next(c.source for c in nb.cells if shown_input(c)).split("\n")
+    assert shown == [LONG_LINE] * (book.CODE_HEAD // 2) + [book.CODE_CUT]
+    assert book.code_block_rows(shown) <= book.SLIDE_CODE
+    assert any(source in c.source for c in nb.cells if kind(c) == "notes")
+
+
+def test_wrapped_code_in_markdown_and_text_outputs_counts_its_rows():
+    fenced = f"```python\n{LONG_LINE}\nx = 1\n```"
+    assert book.code_lines("code", fenced) == 3
+    assert book.unit_height("code", fenced) == book.CODE_LINE * 3 + book.CODE_PAD
+    columns = int((book.OUTPUT_WIDTH - book.CODE_WIDE) // book.CODE_CHAR)
+    assert book.text_rows("0.5, " * 40) == 3 and book.text_rows("ok\n" + "x" * columns) == 2
+    assert book.output_height(text("0.5, " * 40)) == book.CODE_LINE * 3 + 30
+
+
+def test_each_line_of_highlighted_code_is_a_block_with_its_hanging_indent():
+    """wrap_code_lines: one <span class="nl-line"> a line (SLIDE_CSS wraps it with a hanging indent);
+    a token that crosses lines (a docstring) is closed and opened again; the text is unchanged."""
+    pre = ('<div class="highlight hl-ipython3"><pre><span></span><span class="k">def</span> f():\n'
+           '    <span class="sd">"""Two\n    lines."""</span>\n\n    <span class="k">return</span> 1\n</pre></div>')
+    out = book.wrap_code_lines(pre)
+    assert out == ('<div class="highlight hl-ipython3"><pre>'
+                   '<span class="nl-line" style="--nl-hang: 4ch"><span></span><span class="k">def</span> f():\n</span>'
+                   '<span class="nl-line" style="--nl-hang: 8ch">    <span class="sd">"""Two\n</span></span>'
+                   '<span class="nl-line" style="--nl-hang: 8ch"><span class="sd">    lines."""</span>\n</span>'
+                   '<span class="nl-line" style="--nl-hang: 4ch">\n</span>'
+                   '<span class="nl-line" style="--nl-hang: 8ch">    <span class="k">return</span> 1\n</span></pre></div>')
+    assert book.strip_tags(out) == book.strip_tags(pre)
+    # in a deck: every line of a cell's code, and the CSS that wraps it
+    html = book.slides_html(book.slides_exporter(), notebook(md("# 标题"), code("def f(x):\n    return x\n\nf(1)")))
+    assert html.count('class="nl-line"') == 4 and book.SLIDE_FIT_CSS in html and "white-space: pre-wrap" in book.SLIDE_FIT_CSS
 
 
 def test_visible_prose_counts_what_a_reader_sees():

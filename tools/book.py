@@ -259,10 +259,19 @@ FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 SLIDE_ROOM = 630      # of the 720: reveal's margin and the section's padding take the rest
 WIDTH = 1150          # px of text across a slide
 PROSE_LINE, PROSE_CHARS = 40.6, 38   # 28px prose, line-height 1.45; Chinese characters per line
-CODE_LINE, CODE_PAD = 24.7, 33       # 18px code, line-height 1.3; a code cell's padding
+CODE_LINE, CODE_PAD = 24.7, 33       # 19px code, line-height 1.3; a code cell's padding
 IMG_WIDTH, IMG_MAX = 1180, 500       # a figure fills the width, at most IMG_MAX high
 OUTPUT_MAX = 440      # a longer output scrolls inside a box this high (SLIDE_CSS)
 WIDGET_HEIGHT = 610   # the axes explorer, the tallest course widget: alone on its slide, under its title
+# Nothing is cut at the slide's right edge (SLIDE_CSS): code soft-wraps, a line longer than the slide
+# going on below it, CODE_HANG columns right of its own indent (wrap_code_lines); text outputs wrap
+# anywhere; a wider table scrolls sideways inside its output box. The layout counts a wrapped line
+# of code as the rows it takes on screen, for the limit of SLIDE_CODE lines and for the height.
+CODE_CHAR, CODE_WIDE = 11.44, 19.0   # px across a character of 19px monospace code: Latin, Chinese
+CODE_WIDTH = 1240     # px of code across a code cell (1262 less the editor's and the <pre>'s padding)
+FENCED_WIDTH = 1215   # px of code across a code block in markdown (its cell's padding too)
+CODE_HANG = 4         # the rows a long line wraps to start this many columns right of its indent
+OUTPUT_WIDTH = 1110   # px of a text output's row (90% of its box; it wraps anywhere)
 
 
 def visible_prose(md: str) -> str:
@@ -414,7 +423,7 @@ def unit_height(kind: str, text: str) -> float:
         size, base = {1: (48, 44), 2: (40, 40), 3: (34, 37)}.get(level, (24, 30))
         return base + 1.25 * size * max(1, math.ceil(prose_length(text) * size / WIDTH))
     if kind == "code":
-        return CODE_LINE * (text.count("\n") - 1) + CODE_PAD
+        return CODE_LINE * code_lines(kind, text) + CODE_PAD
     if kind == "math":
         return 100 + 45 * text.count("\\\\")
     if kind == "table":
@@ -434,7 +443,8 @@ def unit_prose(kind: str, text: str) -> float:
 
 
 def code_lines(kind: str, text: str) -> int:
-    return text.count("\n") - 1 if kind == "code" else 0
+    """Rows of code a markdown unit shows (a fenced block's lines, wrapped ones counting their rows)."""
+    return code_block_rows(text.split("\n")[1:-1], FENCED_WIDTH) if kind == "code" else 0
 
 
 def png_size(b64: str) -> tuple[int, int]:
@@ -451,6 +461,62 @@ def text_px(text: str, size: float) -> float:
 
 def wrapped_lines(text: str, size: float, width: float = WIDTH) -> int:
     return sum(max(1, math.ceil(text_px(line, size) / width)) for line in text.split("\n"))
+
+
+def code_px(text: str) -> float:
+    """Width in px of monospace code on a slide: a Chinese character is wider than a Latin one."""
+    return sum(CODE_WIDE if WIDE.match(ch) else CODE_CHAR for ch in text)
+
+
+def code_rows(line: str, width: float = CODE_WIDTH) -> int:
+    """Rows one line of code takes on a slide (SLIDE_CSS: pre-wrap): it wraps after a space (a word
+    longer than a row breaks anywhere); the rows after the first start CODE_HANG columns right of its
+    indent (wrap_code_lines). Chromium may also wrap at other places (after a Chinese character): not
+    counting those can only count more rows than it shows."""
+    indent = len(line) - len(line.lstrip(" "))
+    rest = max(width - (indent + CODE_HANG) * CODE_CHAR, width / 2)
+    rows, x, room = 1, 0.0, width
+    for token in re.findall(r"\s+|\S+", line):
+        w = code_px(token)
+        if token.isspace() or x + w <= room:
+            x += w                              # spaces at the end of a row hang past it
+            continue
+        if x > 0:
+            rows, x, room = rows + 1, 0.0, rest
+        if w <= room:
+            x = w
+            continue
+        for ch in token:                        # longer than a row: broken anywhere
+            if x > 0 and x + code_px(ch) > room:
+                rows, x, room = rows + 1, 0.0, rest
+            x += code_px(ch)
+    return rows
+
+
+def code_block_rows(lines: list[str], width: float = CODE_WIDTH) -> int:
+    return sum(code_rows(line, width) for line in lines)
+
+
+def code_head(lines: list[str], rows: int, width: float = CODE_WIDTH) -> list[str]:
+    """The leading lines of some code that take at most ``rows`` rows on a slide."""
+    head: list[str] = []
+    for line in lines:
+        if code_block_rows(head + [line], width) > rows:
+            break
+        head.append(line)
+    return head
+
+
+def shown_code(source: str) -> list[str]:
+    """The lines of a code cell shown on its slide: all of them when they take at most SLIDE_CODE
+    rows, else those within CODE_HEAD rows and CODE_CUT (the full code goes to the notes)."""
+    lines = source.rstrip().split("\n")
+    return lines if code_block_rows(lines) <= SLIDE_CODE else code_head(lines, CODE_HEAD) + [CODE_CUT]
+
+
+def text_rows(text: str, width: float = OUTPUT_WIDTH) -> int:
+    """Rows of a text output (monospace, wrapped anywhere: a row can end a Chinese character short)."""
+    return sum(max(1, math.ceil(code_px(line) / (width - CODE_WIDE))) for line in text.split("\n"))
 
 
 def strip_tags(html: str) -> str:
@@ -472,7 +538,7 @@ def html_height(html: str) -> float:
     """Tables, preformatted text and 20px text blocks (SLIDE_CSS sets outputs' HTML text to 20px)."""
     h = sum(table_height(t) for t in re.findall(r"<table.*?</table>", html, re.S))
     rest = re.sub(r"<table.*?</table>", "\n", html, flags=re.S)
-    h += sum(CODE_LINE * wrapped_lines(strip_tags(p).strip("\n"), 18) + 16 for p in re.findall(r"<pre.*?</pre>", rest, re.S))
+    h += sum(CODE_LINE * text_rows(strip_tags(p).strip("\n")) + 16 for p in re.findall(r"<pre.*?</pre>", rest, re.S))
     rest = re.sub(r"<pre.*?</pre>", "\n", rest, flags=re.S)
     for block in re.split(r"<(?:br|/?div|/?p|/?li|/?ul|/?ol|/?h\d|/?details|/?summary)\b[^>]*>", rest):
         text = strip_tags(block).strip()
@@ -485,7 +551,7 @@ def markdown_output_height(md: str) -> float:
     h = 0.0
     for kind, text in markdown_units(md):
         if kind == "code":
-            h += CODE_LINE * (text.count("\n") - 1) + 24
+            h += CODE_LINE * code_lines(kind, text) + 24
         elif kind == "table":
             h += 20 + 36 * text.count("\n")
         else:
@@ -513,7 +579,7 @@ def output_height(out) -> float:
         h = markdown_output_height("".join(data["text/markdown"]))
     else:
         text = out.get("text", "") if out.get("output_type") == "stream" else data.get("text/plain", "")
-        h = CODE_LINE * wrapped_lines("".join(text).rstrip("\n"), 18) + 30
+        h = CODE_LINE * text_rows("".join(text).rstrip("\n")) + 30
     return min(h, OUTPUT_MAX + 20)
 
 
@@ -733,7 +799,8 @@ class SlideLayout:
                 if kind == "code" and not self.fits(0, code_lines(kind, text)):
                     self.notes.append(text)
                     lines = text.split("\n")
-                    text = "\n".join(lines[:CODE_HEAD + 1] + [CODE_CUT, lines[-1]])
+                    head = code_head(lines[1:-1], CODE_HEAD, FENCED_WIDTH)
+                    text = "\n".join(lines[:1] + head + [CODE_CUT, lines[-1]])
             self.take(kind, text)
 
     def cut(self, kind: str, text: str) -> str:
@@ -782,19 +849,19 @@ class SlideLayout:
         figure = any(shows_alone(o) for o in outputs)
         self.before_content()
         if cell.source.strip() and not figure and "slides-hide-input" not in cell.metadata.get("tags", []):
-            lines = cell.source.rstrip().split("\n")
-            shown = lines if len(lines) <= SLIDE_CODE else lines[:CODE_HEAD] + [CODE_CUT]
-            height = CODE_LINE * len(shown) + CODE_PAD
-            if not self.fits(0, len(shown), height) and self.started():
+            shown = shown_code(cell.source)
+            rows = code_block_rows(shown)               # a wrapped line counts the rows it takes
+            height = CODE_LINE * rows + CODE_PAD
+            if not self.fits(0, rows, height) and self.started():
                 self.overflow()
             self.flush()
             code = nbformat.v4.new_code_cell("\n".join(shown))
             code.metadata.update({k: v for k, v in cell.metadata.items() if k != "slideshow"})
             self.emit(code)
-            self.lines += len(shown)
+            self.lines += rows
             self.height += height
             self.content = True
-            if len(shown) < len(lines):
+            if shown[-1:] == [CODE_CUT]:
                 self.notes.append("完整代码 (full code)：\n\n```python\n" + cell.source.rstrip() + "\n```")
         first = True
         for out in [piece for out in outputs for piece in split_table(out, OUTPUT_MAX - 40)]:
@@ -825,8 +892,11 @@ def slide_types(nb: nbformat.NotebookNode) -> SlideLayout:
         elif kind == "skip":
             continue
         elif cell.cell_type == "markdown" and question and ANSWER.match(cell.source):
-            layout.answer(cell.source)
+            answer, rest = split_answer(cell.source)
+            layout.answer(answer)
             question = False
+            if rest.strip():              # what the cell says after the answer (an erratum): the next idea
+                layout.markdown(rest.strip("\n"))
         elif cell.cell_type == "markdown":
             if re.match(r"\s*#{1,3}\s", cell.source):
                 question = False          # a new section: the open question had no answer block
@@ -840,13 +910,22 @@ def slide_types(nb: nbformat.NotebookNode) -> SlideLayout:
     return layout
 
 
+def split_answer(source: str) -> tuple[str, str]:
+    """A markdown cell that starts with a <details> answer: (the answer, the markdown after it)."""
+    depth = 0
+    for m in re.finditer(r"<details\b|</details>", source):
+        depth += -1 if m.group(0) == "</details>" else 1
+        if depth == 0:
+            return source[:m.end()], source[m.end():]
+    return source, ""
+
+
 def next_input_height(cells, i: int) -> float:
     """The height the code cell after a question will take on the question's slide (its input)."""
     for cell in cells[i + 1:]:
         if cell.cell_type == "code":
-            lines = len(cell.source.rstrip().split("\n"))
             figure = any(shows_alone(o) for o in cell.get("outputs", []))
-            return 0 if figure else CODE_LINE * min(lines, CODE_HEAD + 1) + CODE_PAD
+            return 0 if figure else CODE_LINE * code_block_rows(shown_code(cell.source)) + CODE_PAD
         if cell.metadata.get("slideshow", {}).get("slide_type") != "notes":
             return 0
     return 0
@@ -876,6 +955,7 @@ def slides_html(exporter, nb: nbformat.NotebookNode) -> str:
     static_widgets(nb)
     slide_types(nb)
     body, _ = exporter.from_notebook_node(nb)
+    body = wrap_code_lines(body)
     head = f'<link rel="icon" href="vendor/favicon.png"><style>{SLIDE_CSS}</style></head>'
     body = body.replace("</head>", head, 1)
     mathjax_tag = '<script src="vendor/mathjax/tex-mml-chtml.js">'
@@ -889,7 +969,47 @@ def slides_html(exporter, nb: nbformat.NotebookNode) -> str:
     # opened on the slide grows downwards within the height the layout left for it.
     assert "Reveal.initialize({" in body, "nbconvert's reveal template changed (Reveal.initialize)"
     body = body.replace("Reveal.initialize({", "Reveal.initialize({center: false,", 1)
-    return MATHJAX2_HOOK.sub("var update = function(event){};", body, count=1)
+    return MATHJAX2_HOOK.sub(lambda m: FIT_MATH, body, count=1)
+
+
+HIGHLIGHTED = re.compile(r'(<div class="highlight[^"]*">\s*<pre>)(.*?)(</pre>)', re.S)
+
+
+def wrap_code_lines(html: str) -> str:
+    """Each line of highlighted code (Pygments' <pre> of a code cell or a markdown code block) in a
+    <span class="nl-line"> of its own, with its indent + CODE_HANG as --nl-hang: SLIDE_FIT_CSS wraps a
+    line longer than the slide with that hanging indent. A token's <span> that crosses a line (a
+    docstring) is closed at the line's end and opened again on the next; the text is unchanged."""
+    import html as htmllib
+
+    def close(stack: list[str]) -> str:
+        return "".join("</" + re.match(r"<(\w+)", tag).group(1) + ">" for tag in reversed(stack))
+
+    def lines(m: re.Match) -> str:
+        out, stack, cur = [], [], ""
+        for tag, text in re.findall(r"(<[^>]+>)|([^<]+)", m.group(2)):
+            if tag:
+                if tag.startswith("</"):
+                    stack.pop()
+                elif not tag.endswith("/>"):
+                    stack.append(tag)
+                cur += tag
+                continue
+            *full, text = text.split("\n")
+            for part in full:
+                out.append(cur + part + "\n" + close(stack))
+                cur = "".join(stack)
+            cur += text
+        if strip_tags(cur):
+            out.append(cur + close(stack))
+        spans = []
+        for line in out:
+            plain = htmllib.unescape(re.sub(r"<[^>]+>", "", line))
+            hang = len(plain) - len(plain.lstrip(" ")) + CODE_HANG
+            spans.append(f'<span class="nl-line" style="--nl-hang: {hang}ch">{line}</span>')
+        return m.group(1) + "".join(spans) + m.group(3)
+
+    return HIGHLIGHTED.sub(lines, html)
 
 
 def copy_slide_vendor(out: Path) -> None:
@@ -918,9 +1038,38 @@ def build_slides() -> list[Path]:
 # by default it does not treat $...$ as math. nbconvert's template still has a MathJax 2 hook
 # (MathJax.Hub on slide change): it is replaced, as MathJax 3 typesets every slide at load.
 MATHJAX3_CONFIG = """<script>window.MathJax = {tex: {inlineMath: [["$", "$"], ["\\\\(", "\\\\)"]],
-  displayMath: [["$$", "$$"], ["\\\\[", "\\\\]"]], processEscapes: true}};</script>"""
+  displayMath: [["$$", "$$"], ["\\\\[", "\\\\]"]], processEscapes: true},
+  startup: {pageReady: function () { return MathJax.startup.defaultPageReady().then(function () {
+    if (window.fitMath) fitMath(); }); }}};</script>"""
 MATHJAX2_HOOK = re.compile(r"var update = function\(event\)\{.*?\};", re.S)
+# Once MathJax has typeset the deck (MATHJAX3_CONFIG), on each slide change (the template's MathJax 2
+# hook, replaced) and when an answer is opened: a display formula wider than its slide is made smaller
+# until it fits (MathJax 3 does not break lines).
+FIT_MATH = """window.fitMath = function(root) {
+          (root || document).querySelectorAll('mjx-container[display="true"]').forEach(function (m) {
+            if (!m.dataset.size) m.dataset.size = getComputedStyle(m).fontSize;
+            m.style.fontSize = m.dataset.size;
+            var room = m.clientWidth, wide = m.scrollWidth;
+            if (room && wide > room) m.style.fontSize = (parseFloat(m.dataset.size) * room / wide) + 'px';
+          });
+        };
+        var update = function(event){ fitMath(event.currentSlide); };
+        document.addEventListener('toggle', function (event) { fitMath(event.target); }, true);
+        fitMath();"""
 MERMAID_IMPORT = re.compile(r"<script type=\"module\">\s*import mermaid from '[^']*';\s*mermaid\.initialize\([^)]*\);\s*</script>")
+
+# Nothing cut at the slide's right edge (tests/test_browser_book.py measures it): code wraps, a line's
+# rows after the first CODE_HANG columns right of its indent (wrap_code_lines; 19px, the size code had);
+# an output's box, its padding included, stays within its cell and scrolls sideways when it is wider
+# (a table; its scrollbars always show); prose breaks a run it could not break otherwise (`"a"`、`"b"`).
+SLIDE_FIT_CSS = """
+.reveal div.highlight > pre { box-sizing: border-box; width: 100%; font-size: 19px; white-space: pre-wrap; overflow-wrap: anywhere; }
+.reveal div.highlight > pre > .nl-line { display: block; padding-left: var(--nl-hang); text-indent: calc(-1 * var(--nl-hang)); }
+.reveal .jp-OutputArea-output { box-sizing: border-box; }
+.reveal .jp-OutputArea-output::-webkit-scrollbar { width: 10px; height: 10px; }
+.reveal .jp-OutputArea-output::-webkit-scrollbar-thumb { background: #bbb; border-radius: 5px; }
+.reveal .jp-MarkdownCell .jp-RenderedHTMLCommon { overflow-wrap: anywhere; }
+"""
 
 # Readable when projected: larger text, figures fill the width, code stays compact.
 SLIDE_CSS = """
@@ -948,7 +1097,7 @@ SLIDE_CSS = """
 .reveal details { border-left: 4px solid #2e7d32; padding-left: 12px; }
 .reveal details > summary { cursor: pointer; color: #2e7d32; }
 .reveal .jp-RenderedHTMLCommon details p, .reveal .jp-RenderedHTMLCommon details li { font-size: 23px; line-height: 1.4; }
-"""
+""" + SLIDE_FIT_CSS
 
 
 def main(argv: list[str]) -> int:
