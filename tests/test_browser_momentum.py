@@ -68,52 +68,55 @@ def check(drawn: dict, entry: dict, previous: dict | None) -> None:
             assert chart["previous"] == pytest.approx(prev["trace"], abs=tol)
 
 
-@pytest.mark.parametrize("via", ["file", "server"])
-def test_slider_moves_the_curves_to_the_grids_numbers(browser, momentum_page, artifacts, via):
+@pytest.fixture(params=["file", "server"])
+def opened(request, momentum_page):
+    """The page's address, opened from file:// or from a plain static server: (via, url, grid)."""
     folder, grid = momentum_page
-    server = None
-    if via == "file":
-        url = (folder / "momentum.html").as_uri()
-    else:
-        base, server = serve(folder)
-        url = f"{base}/momentum.html"
+    if request.param == "file":
+        yield request.param, (folder / "momentum.html").as_uri(), grid
+        return
+    base, server = serve(folder)
     try:
-        page = browser.new_page(viewport={"width": 1100, "height": 760})
-        problems = watch(page)
-        page.goto(url, wait_until="load")
-        (box,) = widgets(page)
-        assert not page.locator(".normlab-web-failed").count()
-        assert box.evaluate(READ_FRAGMENT)["grid"] == grid and len(grid) == 99
-        d = box.evaluate(DRAWN)
-        assert d["label"] == "动量 momentum m" and "预先计算的网格" in d["text"]
-        check(d, grid["10"], None)
-        shown = grid["10"]
-
-        slider = page.locator(f"#{box.get_attribute('id')} input[type=range]")
-        moves = [("fill", "90", "90"), ("fill", "1", "1"), ("ArrowRight", None, "2"), ("ArrowUp", None, "3"),
-                 ("ArrowLeft", None, "2"), ("End", None, "99"), ("Home", None, "1"), ("fill", "50", "50")]
-        for how, value, key in moves:
-            before = box.evaluate(DRAWN)["charts"][0]["d"]
-            if how == "fill":
-                slider.fill(value)
-            else:
-                slider.focus()
-                page.keyboard.press(how)
-            page.wait_for_function("([b, k]) => b.dataset.key === k", arg=[box, key], timeout=5000)
-            d = box.evaluate(DRAWN)
-            assert d["charts"][0]["d"] != before, f"{how} {value}: the curve did not change"
-            check(d, grid[key], shown)
-            shown = grid[key]
-        assert page.evaluate(GLYPH_CHECK.replace("document.body", "document.querySelector('.nl-momentum')"))
-        size = box.evaluate("b => { "
-                            "return Math.min(...Array.from(b.querySelectorAll('text, label, output, span'))"
-                            ".filter(e => e.getClientRects().length).map(e => parseFloat(getComputedStyle(e).fontSize))); }")
-        assert size >= 14, f"text under 14px: {size}"
-        slider.fill("25")
-        page.wait_for_function("b => b.dataset.key === '25'", arg=box, timeout=5000)
-        page.locator(f"#{box.get_attribute('id')}").screenshot(path=str(artifacts / f"momentum_static_{via}.png"))
-        page.close()
-        assert not problems, problems
+        yield request.param, f"{base}/momentum.html", grid
     finally:
-        if server:
-            server.shutdown()
+        server.shutdown()
+
+
+def test_slider_moves_the_curves_to_the_grids_numbers(browser, opened, artifacts):
+    via, url, grid = opened
+    page = browser.new_page(viewport={"width": 1100, "height": 760})
+    problems = watch(page)
+    page.goto(url, wait_until="load")
+    (box,) = widgets(page)
+    assert not page.locator(".normlab-web-failed").count()
+    assert box.evaluate(READ_FRAGMENT)["grid"] == grid and len(grid) == 99
+    d = box.evaluate(DRAWN)
+    assert d["label"] == "动量 momentum m" and "预先计算的网格" in d["text"]
+    check(d, grid["10"], None)
+    shown = grid["10"]
+
+    slider = page.locator(f"#{box.get_attribute('id')} input[type=range]")
+    moves = [("fill", "90", "90"), ("fill", "1", "1"), ("ArrowRight", None, "2"), ("ArrowUp", None, "3"),
+             ("ArrowLeft", None, "2"), ("End", None, "99"), ("Home", None, "1"), ("fill", "50", "50")]
+    for how, value, key in moves:
+        before = box.evaluate(DRAWN)["charts"][0]["d"]
+        if how == "fill":
+            slider.fill(value)
+        else:
+            slider.focus()
+            page.keyboard.press(how)
+        page.wait_for_function("([b, k]) => b.dataset.key === k", arg=[box, key], timeout=5000)
+        d = box.evaluate(DRAWN)
+        assert d["charts"][0]["d"] != before, f"{how} {value}: the curve did not change"
+        check(d, grid[key], shown)
+        shown = grid[key]
+    assert page.evaluate(GLYPH_CHECK.replace("document.body", "document.querySelector('.nl-momentum')"))
+    size = box.evaluate("b => { "
+                        "return Math.min(...Array.from(b.querySelectorAll('text, label, output, span'))"
+                        ".filter(e => e.getClientRects().length).map(e => parseFloat(getComputedStyle(e).fontSize))); }")
+    assert size >= 14, f"text under 14px: {size}"
+    slider.fill("25")
+    page.wait_for_function("b => b.dataset.key === '25'", arg=box, timeout=5000)
+    page.locator(f"#{box.get_attribute('id')}").screenshot(path=str(artifacts / f"momentum_static_{via}.png"))
+    page.close()
+    assert not problems, problems

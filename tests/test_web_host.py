@@ -179,3 +179,110 @@ def test_a_widget_cell_passes_nbval(tmp_path):
     run = subprocess.run([sys.executable, "-m", "pytest", "--nbval-lax", "--nbval-current-env", "-q", "-p", "no:cacheprovider",
                           str(tmp_path / "widget.ipynb")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+
+
+# --- web/common.js: the helpers the front-ends share, put before each module's text -------------------
+
+def _top_level_names(js: str) -> set[str]:
+    """The names a module's text declares at its top level (lines that start a declaration at column 0)."""
+    names = set()
+    for line in js.splitlines():
+        m = re.match(r"(?:function\*?|class)\s+(\w+)", line)
+        if m:
+            names.add(m.group(1))
+            continue
+        m = re.match(r"(?:const|let|var)\s+(.*)", line)
+        if m:       # const W = 470, H = 310;  const a = ..., b = ...
+            names.update(re.findall(r"(?:^|,)\s*(\w+)\s*=(?![=>])", m.group(1)))
+    return names
+
+
+def test_every_module_is_common_js_then_its_own_text():
+    common = (web_host.WEB_DIR / "common.js").read_text(encoding="utf-8")
+    shared = _top_level_names(common)
+    assert {"nlNode", "nlHtml", "nlRoundTrip"} <= shared
+    assert all(n.startswith(("nl", "NL_")) for n in shared), shared           # prefixed: no clash with a module's own
+    assert "export" not in re.sub(r"//.*", "", common) and not re.search(r"^\s*import\b", common, re.M)
+    for path in sorted(web_host.WEB_DIR.glob("*.js")):
+        if path.name == "common.js":
+            continue
+        own = path.read_text(encoding="utf-8")
+        text = web_host.esm_text(path.stem)
+        assert text.startswith(common) and text.endswith(own), path.name
+        assert not shared & _top_level_names(own), f"{path.name} redefines {shared & _top_level_names(own)}"
+
+
+NODE = __import__("shutil").which("node")
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+@pytest.mark.parametrize("name", sorted(p.stem for p in web_host.WEB_DIR.glob("*.js") if p.name != "common.js"))
+def test_every_module_parses_with_common_js_before_it(tmp_path, name):
+    import subprocess
+
+    path = tmp_path / f"{name}.mjs"
+    path.write_text(web_host.esm_text(name), encoding="utf-8")
+    run = subprocess.run([NODE, "--check", str(path)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr[-2000:]
+
+
+# The round trip over a model stub in node: live, one request at a time and the latest input queued;
+# grid (the shim answers at once), every input goes out; a same-data reply settles by the timer.
+ROUND_TRIP = r"""
+globalThis.requestAnimationFrame = (f) => setTimeout(f, 0);
+function stub(live) {
+  const state = { controls: { a: 0, b: 0 }, data: {}, error: "" }, listeners = {}, sent = [];
+  const fire = (n) => (listeners["change:" + n] || []).forEach((f) => f());
+  const model = {
+    get: (n) => state[n],
+    set: (n, v) => { state[n] = v; fire(n); },
+    save_changes: () => { sent.push({ ...state.controls }); if (!live) reply(); },
+    on: (e, f) => { (listeners[e] = listeners[e] || []).push(f); },
+    off: (e, f) => { listeners[e] = (listeners[e] || []).filter((g) => g !== f); },
+  };
+  const reply = (data) => { state.data = data || { ...state.controls }; fire("data"); };
+  return { model, sent, reply, listeners, state };
+}
+const out = {};
+const el = { dataset: {} };
+let drawn = [], shown = [];
+const s = stub(true);
+const trip = nlRoundTrip(s.model, el, { live: true, shown: { a: { show: (v) => shown.push(v) } },
+                                        on: { data: nlKeepPrevious((c, p) => drawn.push([c, p])) }, fallbackMs: 20 });
+trip.input({ a: 1 }); trip.input({ a: 2 }); trip.input({ b: 3 });
+out.beforeReply = s.sent.slice();
+s.reply();
+out.afterReply = s.sent.slice();
+s.reply();
+trip.input({ a: 5 }); trip.input({ a: 6 });  // no reply (the same data: no change event): the timer settles
+out.noReply = s.sent.length;
+const g = stub(false);
+const gtrip = nlRoundTrip(g.model, { dataset: {} }, { live: false });
+gtrip.input({ a: 1 }); gtrip.input({ a: 2 });
+out.grid = g.sent;
+setTimeout(() => {
+  out.afterTimer = s.sent.slice(2);
+  out.drawn = drawn; out.shown = shown; out.updates = el.dataset.updates; out.ms = Number(el.dataset.lastUpdateMs) >= 0;
+  trip.dispose();
+  out.left = Object.values(s.listeners).reduce((n, l) => n + l.length, 0);
+  console.log(JSON.stringify(out));
+}, 100);
+"""
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+def test_round_trip_queues_the_latest_input_while_the_kernel_works(tmp_path):
+    import subprocess
+
+    common = (web_host.WEB_DIR / "common.js").read_text(encoding="utf-8")
+    (tmp_path / "trip.mjs").write_text(common + ROUND_TRIP, encoding="utf-8")
+    run = subprocess.run([NODE, str(tmp_path / "trip.mjs")], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr[-2000:]
+    out = json.loads(run.stdout)
+    assert out["beforeReply"] == [{"a": 1, "b": 0}]                          # one request in flight
+    assert out["afterReply"] == [{"a": 1, "b": 0}, {"a": 2, "b": 3}]        # then the latest, merged
+    assert out["grid"] == [{"a": 1, "b": 0}, {"a": 2, "b": 0}]
+    first, second = {"a": 1, "b": 0}, {"a": 2, "b": 3}
+    assert out["noReply"] == 3 and out["afterTimer"] == [{"a": 5, "b": 3}, {"a": 6, "b": 3}]
+    assert out["drawn"] == [[{}, None], [first, {}], [second, first]]       # the start, then each reply and the one before
+    assert out["shown"] == [1, 2, 5, 6] and out["updates"] == "2" and out["ms"] and out["left"] == 0

@@ -6,10 +6,16 @@ travels beside them, see ``web_host.mimebundle``.)
 
 from __future__ import annotations
 
+import io
+
+import numpy as np
+import PIL.Image
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.layout_engine import PlaceHolderLayoutEngine
 
-__all__ = ["fixed_figure"]
+__all__ = ["fixed_figure", "png_bytes"]
 
 
 def fixed_figure(figsize: tuple[float, float], dpi: int) -> Figure:
@@ -18,3 +24,16 @@ def fixed_figure(figsize: tuple[float, float], dpi: int) -> Figure:
     fig = Figure(figsize=figsize, dpi=dpi)
     fig.set_layout_engine(PlaceHolderLayoutEngine(adjust_compatible=True, colorbar_gridspec=False))
     return fig
+
+
+def png_bytes(fig: Figure, canvas: FigureCanvasAgg, legend_from: Axes | None = None) -> bytes:
+    """The figure as PNG bytes (Agg, fast zlib level 1). ``legend_from``: one legend for the figure,
+    below the panels in two columns, from that axes' lines in reverse order (the current setting,
+    drawn last, first)."""
+    if legend_from is not None:
+        handles, labels = legend_from.get_legend_handles_labels()
+        fig.legend(handles[::-1], labels[::-1], loc="lower center", ncol=2, fontsize=9, frameon=False)
+    canvas.draw()
+    buf = io.BytesIO()
+    PIL.Image.fromarray(np.asarray(canvas.buffer_rgba())).save(buf, format="png", compress_level=1)
+    return buf.getvalue()

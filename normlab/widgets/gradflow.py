@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import io
 import itertools
 import json
 import sys
@@ -27,14 +26,13 @@ from pathlib import Path
 
 import torch
 import numpy as np
-import PIL.Image
 import traitlets
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, LogLocator, NullLocator
 
 from .. import blocks, probes
 from . import web_host
-from .figure import fixed_figure
+from .figure import fixed_figure, png_bytes
 
 __all__ = ["DEFAULTS", "Curves", "curves", "GradFlow", "static_figure", "LABELS", "CONTROL_ORDER", "GRID",
            "WIDTHS", "curve_data", "grid", "compute_grid", "grid_controls", "spec", "GRID_FILE"]
@@ -333,12 +331,7 @@ class GradFlow(web_host.WebWidget):
             ax.set_title(title, y=1.0, pad=6)
             ax.set_xlabel("层 layer i")
             ax.grid(True, alpha=0.3)
-        handles, labels = axes[0].get_legend_handles_labels()
-        fig.legend(handles[::-1], labels[::-1], loc="lower center", ncol=2, fontsize=9, frameon=False)
-        canvas.draw()
-        buf = io.BytesIO()
-        PIL.Image.fromarray(np.asarray(canvas.buffer_rgba())).save(buf, format="png", compress_level=1)
-        return buf.getvalue()
+        return png_bytes(fig, canvas, legend_from=axes[0])
 
 
 def _log_axis(ax, ys: list[float], n: int) -> None:

@@ -17,16 +17,14 @@ book's precomputed grid holds all 99 states. ``png()`` is the matplotlib picture
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
-import PIL.Image
 import traitlets
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from . import web_host
-from .figure import fixed_figure
+from .figure import fixed_figure, png_bytes
 
 __all__ = ["MomentumLab", "TITLES", "M100_RANGE", "check_m", "m100_of"]
 
@@ -193,9 +191,4 @@ class MomentumLab(web_host.WebWidget):
             ax.text(0.98, 0.05, panel["rule"], transform=ax.transAxes, ha="right", fontsize=9, color="#444444")
             ax.grid(True, alpha=0.3)
         axes[0].set_ylabel(spec["ylabel"])
-        handles, labels = axes[0].get_legend_handles_labels()
-        fig.legend(handles[::-1], labels[::-1], loc="lower center", ncol=2, fontsize=9, frameon=False)
-        canvas.draw()
-        buf = io.BytesIO()
-        PIL.Image.fromarray(np.asarray(canvas.buffer_rgba())).save(buf, format="png", compress_level=1)
-        return buf.getvalue()
+        return png_bytes(fig, canvas, legend_from=axes[0])

@@ -1,7 +1,9 @@
 """One browser front-end per widget, fed by two data sources (issue 17).
 
 A widget's front-end is an anywidget ES module, ``normlab/widgets/web/<name>.js`` (+ ``<name>.css``):
-plain DOM and SVG/canvas, no build step, nothing fetched from the network. It talks to a *model*
+plain DOM and SVG/canvas, no build step, nothing fetched from the network. What the widgets share comes
+by concatenation, not by import: ``esm_text`` puts web/common.js before the module, ``css_text``
+web/common.css before its stylesheet. It talks to a *model*
 through five methods only: ``get``, ``set``, ``save_changes``, ``on("change:NAME")``, ``off``, and
 five synced traits:
 
@@ -63,11 +65,15 @@ def _read(path: Path, mtime: float) -> str:   # mtime in the key: an edited file
 
 
 def esm_text(name: str) -> str:
-    """The ES module of front-end ``name`` (normlab/widgets/web/<name>.js)."""
+    """The ES module of front-end ``name``: web/common.js (the helpers every widget shares, no import or
+    export; its top-level names start with ``nl``/``NL_``) then web/<name>.js. One text, so it serves
+    both ways: anywidget's ``_esm`` and the static page's Blob-URL import, where a relative import
+    between modules would not resolve."""
     path = WEB_DIR / f"{name}.js"
     if not path.exists():
         raise FileNotFoundError(f"没有这个前端模块 (front-end module)：{path}")
-    return _read(path, path.stat().st_mtime)
+    common = WEB_DIR / "common.js"
+    return _read(common, common.stat().st_mtime) + "\n" + _read(path, path.stat().st_mtime)
 
 
 def css_text(name: str) -> str:

@@ -1,6 +1,7 @@
 // The gradient-flow widget's browser front-end (issue 17): two log-scale line charts in SVG,
 // activation std and gradient norm ||dL/dh_i|| per layer, with the previous setting as a grey
-// dashed line. Plain DOM + SVG, no imports, nothing fetched. Same module in JupyterLab (source
+// dashed line. Plain DOM + SVG, nothing fetched; no imports: web/common.js comes first (nlNode,
+// nlHtml, nlMount, nlLegend, nlRoundTrip; see web_host.esm_text). Same module in JupyterLab (source
 // "live": the kernel computes `data`) and in the book / slides (source "grid": a model shim looks
 // `data` up in a precomputed grid). It uses only model.get / set / save_changes / on / off.
 //
@@ -14,26 +15,12 @@
 // el.dataset.lastUpdateMs is the time from the input event to the next animation frame after the
 // redraw (tools/bench_gradflow.py reads it).
 
-const SVGNS = "http://www.w3.org/2000/svg";
 const W = 470, H = 310;                                  // one chart, in CSS pixels (no scaling: fonts stay >= 14px)
 const M = { left: 66, right: 14, top: 34, bottom: 54 };  // plot-area margins
 const PW = W - M.left - M.right, PH = H - M.top - M.bottom;
 const Y_TICKS = 16, X_TICKS = 20;                        // pooled tick elements per chart
 const MARKERS_UP_TO = 64;                                // dots on the current curve up to this depth
-const SOURCE_TEXT = { live: "实时计算 (live, kernel)", grid: "预先计算的网格 (precomputed grid, no kernel)" };
 const SUP = { "-": "⁻", 0: "⁰", 1: "¹", 2: "²", 3: "³", 4: "⁴", 5: "⁵", 6: "⁶", 7: "⁷", 8: "⁸", 9: "⁹" };
-let instances = 0;
-
-function node(tag, attrs, parent, ns = SVGNS) {
-  const e = ns ? document.createElementNS(ns, tag) : document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) {
-    if (k === "text") e.textContent = v;
-    else e.setAttribute(k, v);
-  }
-  if (parent) parent.appendChild(e);
-  return e;
-}
-const html = (tag, attrs, parent) => node(tag, attrs, parent, null);
 
 // --- numbers -> pixels and tick labels --------------------------------------------------------------
 
@@ -71,34 +58,34 @@ const positive = (v) => typeof v === "number" && v > 0 && Number.isFinite(v);
 // --- one chart: built once, updated in place --------------------------------------------------------
 
 function makeChart(parent, kind, title, xlabel, uid) {
-  const svg = node("svg", { class: `nl-gf-chart nl-gf-${kind}`, width: W, height: H, viewBox: `0 0 ${W} ${H}`,
+  const svg = nlNode("svg", { class: `nl-gf-chart nl-gf-${kind}`, width: W, height: H, viewBox: `0 0 ${W} ${H}`,
                             role: "img", "aria-label": title });
   parent.appendChild(svg);
-  node("text", { class: "nl-gf-title", x: M.left + PW / 2, y: 22, "text-anchor": "middle", text: title }, svg);
-  node("text", { class: "nl-gf-xlabel", x: M.left + PW / 2, y: H - 8, "text-anchor": "middle", text: xlabel }, svg);
+  nlNode("text", { class: "nl-gf-title", x: M.left + PW / 2, y: 22, "text-anchor": "middle", text: title }, svg);
+  nlNode("text", { class: "nl-gf-xlabel", x: M.left + PW / 2, y: H - 8, "text-anchor": "middle", text: xlabel }, svg);
   const clipId = `${uid}-clip-${kind}`, markerId = `${uid}-dot-${kind}`;
-  const defs = node("defs", {}, svg);
-  node("rect", { x: M.left - 6, y: M.top - 6, width: PW + 12, height: PH + 12 }, node("clipPath", { id: clipId }, defs));
-  const marker = node("marker", { id: markerId, markerWidth: 8, markerHeight: 8, refX: 4, refY: 4,
+  const defs = nlNode("defs", {}, svg);
+  nlNode("rect", { x: M.left - 6, y: M.top - 6, width: PW + 12, height: PH + 12 }, nlNode("clipPath", { id: clipId }, defs));
+  const marker = nlNode("marker", { id: markerId, markerWidth: 8, markerHeight: 8, refX: 4, refY: 4,
                                   markerUnits: "userSpaceOnUse" }, defs);
-  node("circle", { cx: 4, cy: 4, r: 2.8, class: "nl-gf-dot" }, marker);
-  const grid = node("g", { class: "nl-gf-ticks" }, svg);
+  nlNode("circle", { cx: 4, cy: 4, r: 2.8, class: "nl-gf-dot" }, marker);
+  const grid = nlNode("g", { class: "nl-gf-ticks" }, svg);
   const yTicks = [], xTicks = [];
   for (let i = 0; i < Y_TICKS; i++) {
-    const g = node("g", { display: "none" }, grid);
-    yTicks.push({ g, line: node("line", { x1: M.left, x2: M.left + PW, class: "nl-gf-grid" }, g),
-                  text: node("text", { x: M.left - 6, "text-anchor": "end", "dominant-baseline": "middle",
+    const g = nlNode("g", { display: "none" }, grid);
+    yTicks.push({ g, line: nlNode("line", { x1: M.left, x2: M.left + PW, class: "nl-gf-grid" }, g),
+                  text: nlNode("text", { x: M.left - 6, "text-anchor": "end", "dominant-baseline": "middle",
                                        class: "nl-gf-ticklabel" }, g) });
   }
   for (let i = 0; i < X_TICKS; i++) {
-    const g = node("g", { display: "none" }, grid);
-    xTicks.push({ g, line: node("line", { y1: M.top, y2: M.top + PH, class: "nl-gf-grid" }, g),
-                  text: node("text", { y: M.top + PH + 20, "text-anchor": "middle", class: "nl-gf-ticklabel" }, g) });
+    const g = nlNode("g", { display: "none" }, grid);
+    xTicks.push({ g, line: nlNode("line", { y1: M.top, y2: M.top + PH, class: "nl-gf-grid" }, g),
+                  text: nlNode("text", { y: M.top + PH + 20, "text-anchor": "middle", class: "nl-gf-ticklabel" }, g) });
   }
-  node("rect", { class: "nl-gf-frame", x: M.left, y: M.top, width: PW, height: PH }, svg);
-  const curves = node("g", { "clip-path": `url(#${clipId})` }, svg);
-  const prev = node("path", { class: "nl-gf-prev", "data-kind": kind, "data-role": "previous" }, curves);
-  const cur = node("path", { class: "nl-gf-curve", "data-kind": kind, "data-role": "current" }, curves);
+  nlNode("rect", { class: "nl-gf-frame", x: M.left, y: M.top, width: PW, height: PH }, svg);
+  const curves = nlNode("g", { "clip-path": `url(#${clipId})` }, svg);
+  const prev = nlNode("path", { class: "nl-gf-prev", "data-kind": kind, "data-role": "previous" }, curves);
+  const cur = nlNode("path", { class: "nl-gf-curve", "data-kind": kind, "data-role": "current" }, curves);
   return { svg, yTicks, xTicks, prev, cur, markerId };
 }
 
@@ -153,14 +140,14 @@ function drawChart(chart, kind, values, previous) {
 
 function makeControl(parent, c, source, initial, onInput) {
   const id = `${parent.dataset.uid}-${c.name}`;
-  const wrap = html("div", { class: "nl-gf-control" }, parent);
-  html("label", { for: id, text: c.label }, wrap);
+  const wrap = nlHtml("div", { class: "nl-gf-control" }, parent);
+  nlHtml("label", { for: id, text: c.label }, wrap);
   // On the static page only the grid's values exist (spec: grid_values; the initial value is in the grid too).
   const gridValues = source === "grid" && Array.isArray(c.grid_values)
     ? Array.from(new Set([...c.grid_values, initial])).filter((v) => v !== undefined) : null;
   if (c.kind === "range") {
-    const input = html("input", { id, name: c.name, type: "range", "data-control": c.name }, wrap);
-    const out = html("output", { for: id, class: "nl-gf-value" }, wrap);
+    const input = nlHtml("input", { id, name: c.name, type: "range", "data-control": c.name }, wrap);
+    const out = nlHtml("output", { for: id, class: "nl-gf-value" }, wrap);
     input.min = c.min; input.max = c.max; input.step = c.step || 1;
     const values = gridValues ? gridValues.sort((a, b) => a - b) : null;
     const nearest = (v) => values.reduce((best, g) => (Math.abs(g - v) < Math.abs(best - v) ? g : best), values[0]);
@@ -186,11 +173,11 @@ function makeControl(parent, c, source, initial, onInput) {
     }
     return { show };
   }
-  const select = html("select", { id, name: c.name, "data-control": c.name }, wrap);
+  const select = nlHtml("select", { id, name: c.name, "data-control": c.name }, wrap);
   const byText = new Map();
   for (const [value, label] of c.options) {
     const outside = gridValues && !gridValues.includes(value);   // shown, but not selectable: not in the grid
-    const opt = html("option", { value: String(value), text: outside ? `${label}（网格外 not in grid）` : String(label) }, select);
+    const opt = nlHtml("option", { value: String(value), text: outside ? `${label}（网格外 not in grid）` : String(label) }, select);
     if (outside) opt.disabled = true;
     byText.set(String(value), value);
   }
@@ -203,54 +190,30 @@ function makeControl(parent, c, source, initial, onInput) {
 // --- the widget -----------------------------------------------------------------------------------
 
 function render({ model, el }) {
-  const spec = model.get("spec") || {};
-  const source = model.get("source") === "grid" ? "grid" : "live";
-  const uid = `nl-gf-${++instances}-${Math.random().toString(36).slice(2, 8)}`;
-  const root = html("div", { class: "nl-gradflow", "data-source": source }, el);
+  const { spec, source, uid, root } = nlMount(model, el, "nl-gradflow", "nl-gf");
   root.dataset.uid = uid;
 
-  // JupyterLab's notebook takes the keys that bubble out of an output (command mode): a slider or a
-  // cell would not move with the arrow keys. Keys pressed inside the widget stay inside it.
-  const OWN_KEYS = ["ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown", "Home", "End", "PageUp", "PageDown", " ", "Enter"];
-  root.addEventListener("keydown", (ev) => {
-    if (OWN_KEYS.includes(ev.key) && !ev.shiftKey && !ev.ctrlKey) ev.stopPropagation();
-  });
-
-  const head = html("div", { class: "nl-gf-head" }, root);
-  html("span", { class: `nl-gf-source nl-gf-source-${source}`, text: SOURCE_TEXT[source] }, head);
-  if (source === "grid" && spec.grid_note) html("span", { class: "nl-gf-note", text: spec.grid_note }, head);
-
-  const controlsBox = html("div", { class: "nl-gf-controls" }, root);
+  const controlsBox = nlHtml("div", { class: "nl-gf-controls" }, root);
   controlsBox.dataset.uid = uid;
   const initial = model.get("controls") || {};
   const shown = {};
+  const onInput = (name, value) => trip.input({ [name]: value });
   for (const c of spec.controls || []) {
     shown[c.name] = makeControl(controlsBox, c, source, initial[c.name], onInput);
   }
-  const errorBox = html("div", { class: "nl-gf-error", role: "alert" }, root);
-  const caption = html("div", { class: "nl-gf-caption", "aria-live": "polite" }, root);
+  const showError = nlErrorLine(root, "nl-gf");
+  const caption = nlHtml("div", { class: "nl-gf-caption", "aria-live": "polite" }, root);
 
-  const charts = html("div", { class: "nl-gf-charts" }, root);
+  const charts = nlHtml("div", { class: "nl-gf-charts" }, root);
   const titles = spec.titles || {};
   const xlabel = spec.xlabel || "层 layer i";
   const act = makeChart(charts, "act", titles.act || "激活的标准差 activation std", xlabel, uid);
   const grad = makeChart(charts, "grad", titles.grad || "梯度范数 ||∂L/∂h_i||", xlabel, uid);
 
   const legendText = spec.legend || { current: "当前 current", previous: "上一个设置 previous" };
-  const legend = html("div", { class: "nl-gf-legend" }, root);
-  for (const [cls, text] of [["nl-gf-curve", legendText.current], ["nl-gf-prev", legendText.previous]]) {
-    const item = html("span", { class: "nl-gf-legend-item" }, legend);
-    const sw = node("svg", { width: 34, height: 12, "aria-hidden": "true" }, item);
-    node("path", { d: "M2,6L32,6", class: cls }, sw);
-    html("span", { text }, item);
-  }
+  nlLegend(root, "nl-gf", [["nl-gf-curve", legendText.current], ["nl-gf-prev", legendText.previous]]);
 
-  // state of the drawing
-  let current = null, previous = null;
-  let pendingSince = null;            // performance.now() of the input event not yet drawn
-  let inFlight = false, queued = null, fallback = null;   // live: one request at a time, the latest queued
-
-  function redraw() {
+  function redraw(current, previous) {
     const t = performance.now();
     const d = current || {};
     const p = previous || {};
@@ -259,67 +222,9 @@ function render({ model, el }) {
     caption.textContent = d.caption || "";
     el.dataset.redrawMs = (performance.now() - t).toFixed(2);
   }
-
-  function settled() {                // a reply (data or error) arrived: time it, send what was queued
-    inFlight = false;
-    if (fallback !== null) { clearTimeout(fallback); fallback = null; }
-    if (pendingSince !== null) {
-      const t0 = pendingSince;
-      pendingSince = null;
-      requestAnimationFrame(() => {
-        el.dataset.lastUpdateMs = (performance.now() - t0).toFixed(2);
-        el.dataset.updates = String(Number(el.dataset.updates || 0) + 1);
-      });
-    }
-    if (queued) { const q = queued; queued = null; send(q); }
-  }
-
-  function send(controls) {
-    if (source === "live" && inFlight) { queued = controls; return; }
-    inFlight = source === "live";
-    if (inFlight) fallback = setTimeout(settled, 1000);   // an unchanged reply fires no change event
-    model.set("controls", controls);
-    model.save_changes();
-  }
-
-  function onInput(name, value) {
-    pendingSince = performance.now();
-    const base = queued || model.get("controls") || {};
-    send({ ...base, [name]: value });
-  }
-
-  function onData() {
-    const d = model.get("data") || {};
-    if (current && current !== d) previous = current;
-    current = d;
-    redraw();
-    settled();
-  }
-  function onError() {
-    const msg = model.get("error") || "";
-    errorBox.textContent = msg;
-    root.classList.toggle("nl-gf-has-error", Boolean(msg));
-    if (msg) settled();
-  }
-  function onControls() {            // set from Python (update()) or by the shim: show the values
-    const c = model.get("controls") || {};
-    for (const [name, ctl] of Object.entries(shown)) if (name in c) ctl.show(c[name]);
-  }
-
-  model.on("change:data", onData);
-  model.on("change:error", onError);
-  model.on("change:controls", onControls);
-  current = model.get("data") || {};
-  redraw();
-  onError();
-
-  return () => {
-    model.off("change:data", onData);
-    model.off("change:error", onError);
-    model.off("change:controls", onControls);
-    if (fallback !== null) clearTimeout(fallback);
-    root.remove();
-  };
+  const trip = nlRoundTrip(model, el, { live: source === "live", shown,
+                                        on: { data: nlKeepPrevious(redraw), error: showError } });
+  return () => trip.dispose(root);
 }
 
 export default { render };

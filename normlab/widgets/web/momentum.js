@@ -1,7 +1,8 @@
 // The momentum widget's browser front-end (lesson 02): one slider m, one SVG line chart per
 // convention of the running-average update, side by side, each the running mean over the steps with
 // the true mean as a horizontal line and the previous setting as a grey dashed line. Plain DOM + SVG,
-// no imports, nothing fetched. Same module in JupyterLab (source "live": the kernel computes `data`)
+// nothing fetched; no imports: web/common.js comes first (nlNode, nlHtml, nlMount, nlLegend,
+// nlRoundTrip; see web_host.esm_text). Same module in JupyterLab (source "live": the kernel computes `data`)
 // and in the book / slides (source "grid": a model shim looks `data` up in a precomputed grid). It
 // uses only model.get / set / save_changes / on / off.
 //
@@ -14,23 +15,9 @@
 // current curve carries data-convention, data-last (the last value, as in `data`) and data-n, and
 // each chart's <svg> the mapping of values to pixels (data-y-lo, data-y-hi, data-top, data-height).
 
-const SVGNS = "http://www.w3.org/2000/svg";
 const W = 470, H = 320;                                  // one chart, in CSS pixels (no scaling: fonts stay >= 14px)
 const M = { left: 58, right: 14, top: 62, bottom: 50 };  // plot-area margins (title and rule above)
 const PW = W - M.left - M.right, PH = H - M.top - M.bottom;
-const SOURCE_TEXT = { live: "实时计算 (live, kernel)", grid: "预先计算的网格 (precomputed grid, no kernel)" };
-let instances = 0;
-
-function node(tag, attrs, parent, ns = SVGNS) {
-  const e = ns ? document.createElementNS(ns, tag) : document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) {
-    if (k === "text") e.textContent = v;
-    else e.setAttribute(k, v);
-  }
-  if (parent) parent.appendChild(e);
-  return e;
-}
-const html = (tag, attrs, parent) => node(tag, attrs, parent, null);
 
 function niceStep(span, target) {                        // 1-2-5 steps, about `target` ticks
   const raw = span / Math.max(target, 1), p = Math.pow(10, Math.floor(Math.log10(raw)));
@@ -42,28 +29,28 @@ const tickLabel = (v) => String(Number(v.toPrecision(6)));
 // --- one chart: built once, updated in place --------------------------------------------------------
 
 function makeChart(parent, panel, spec, uid, index) {
-  const svg = node("svg", { class: "nl-mo-chart", width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img",
+  const svg = nlNode("svg", { class: "nl-mo-chart", width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img",
                             "aria-label": `${panel.title}: ${spec.ylabel || "running_mean"}`,
                             "data-convention": panel.convention }, parent);
-  node("text", { class: "nl-mo-title", x: M.left + PW / 2, y: 20, "text-anchor": "middle",
+  nlNode("text", { class: "nl-mo-title", x: M.left + PW / 2, y: 20, "text-anchor": "middle",
                                text: panel.title }, svg);
-  node("text", { class: "nl-mo-rule", x: M.left + PW / 2, y: 42, "text-anchor": "middle", text: panel.rule || "" }, svg);
-  node("text", { class: "nl-mo-xlabel", x: M.left + PW / 2, y: H - 8, "text-anchor": "middle",
+  nlNode("text", { class: "nl-mo-rule", x: M.left + PW / 2, y: 42, "text-anchor": "middle", text: panel.rule || "" }, svg);
+  nlNode("text", { class: "nl-mo-xlabel", x: M.left + PW / 2, y: H - 8, "text-anchor": "middle",
                  text: spec.xlabel || "训练步 step" }, svg);
-  node("text", { class: "nl-mo-ylabel", x: 0, y: 0, "text-anchor": "middle",
+  nlNode("text", { class: "nl-mo-ylabel", x: 0, y: 0, "text-anchor": "middle",
                  transform: `translate(15,${M.top + PH / 2}) rotate(-90)`, text: spec.ylabel || "running_mean" }, svg);
   const clipId = `${uid}-clip-${index}`;
-  node("rect", { x: M.left, y: M.top - 2, width: PW, height: PH + 4 },
-       node("clipPath", { id: clipId }, node("defs", {}, svg)));
-  const ticks = node("g", { class: "nl-mo-ticks" }, svg);
-  node("rect", { class: "nl-mo-frame", x: M.left, y: M.top, width: PW, height: PH }, svg);
-  const lines = node("g", { "clip-path": `url(#${clipId})` }, svg);
-  const truth = node("line", { class: "nl-mo-true", x1: M.left, x2: M.left + PW }, lines);
-  const prev = node("path", { class: "nl-mo-prev", "data-role": "previous", "data-convention": panel.convention }, lines);
-  const cur = node("path", { class: "nl-mo-curve", "data-role": "current", "data-convention": panel.convention }, lines);
-  const end = node("circle", { class: "nl-mo-dot", r: 4 }, lines);
-  const trueText = node("text", { class: "nl-mo-truelabel", x: M.left + 6, "text-anchor": "start" }, svg);
-  const lastText = node("text", { class: "nl-mo-last", x: M.left + PW - 4, "text-anchor": "end" }, svg);
+  nlNode("rect", { x: M.left, y: M.top - 2, width: PW, height: PH + 4 },
+       nlNode("clipPath", { id: clipId }, nlNode("defs", {}, svg)));
+  const ticks = nlNode("g", { class: "nl-mo-ticks" }, svg);
+  nlNode("rect", { class: "nl-mo-frame", x: M.left, y: M.top, width: PW, height: PH }, svg);
+  const lines = nlNode("g", { "clip-path": `url(#${clipId})` }, svg);
+  const truth = nlNode("line", { class: "nl-mo-true", x1: M.left, x2: M.left + PW }, lines);
+  const prev = nlNode("path", { class: "nl-mo-prev", "data-role": "previous", "data-convention": panel.convention }, lines);
+  const cur = nlNode("path", { class: "nl-mo-curve", "data-role": "current", "data-convention": panel.convention }, lines);
+  const end = nlNode("circle", { class: "nl-mo-dot", r: 4 }, lines);
+  const trueText = nlNode("text", { class: "nl-mo-truelabel", x: M.left + 6, "text-anchor": "start" }, svg);
+  const lastText = nlNode("text", { class: "nl-mo-last", x: M.left + PW - 4, "text-anchor": "end" }, svg);
   return { svg, ticks, truth, prev, cur, end, trueText, lastText, panel };
 }
 
@@ -86,15 +73,15 @@ function drawChart(chart, spec, trace, previous, m) {
     const ys = niceStep(hi - lo, 6);
     for (let v = Math.ceil(lo / ys) * ys; v <= hi + 1e-9; v += ys) {
       const py = y(v).toFixed(1);
-      node("line", { x1: M.left, x2: M.left + PW, y1: py, y2: py, class: "nl-mo-grid" }, chart.ticks);
-      node("text", { x: M.left - 6, y: py, "text-anchor": "end", "dominant-baseline": "middle",
+      nlNode("line", { x1: M.left, x2: M.left + PW, y1: py, y2: py, class: "nl-mo-grid" }, chart.ticks);
+      nlNode("text", { x: M.left - 6, y: py, "text-anchor": "end", "dominant-baseline": "middle",
                      class: "nl-mo-ticklabel", text: tickLabel(v) }, chart.ticks);
     }
     const xs = niceStep(steps, 6);
     for (const v of [1].concat(Array.from({ length: Math.floor(steps / xs) }, (_, i) => (i + 1) * xs))) {
       const px = x(v).toFixed(1);
-      node("line", { y1: M.top, y2: M.top + PH, x1: px, x2: px, class: "nl-mo-grid" }, chart.ticks);
-      node("text", { x: px, y: M.top + PH + 20, "text-anchor": "middle", class: "nl-mo-ticklabel",
+      nlNode("line", { y1: M.top, y2: M.top + PH, x1: px, x2: px, class: "nl-mo-grid" }, chart.ticks);
+      nlNode("text", { x: px, y: M.top + PH + 20, "text-anchor": "middle", class: "nl-mo-ticklabel",
                      text: String(v) }, chart.ticks);
     }
   }
@@ -123,11 +110,11 @@ function drawChart(chart, spec, trace, previous, m) {
 function makeSlider(parent, c, uid, initial, onInput) {
   const id = `${uid}-${c.name}`;
   const scale = c.scale || 1, digits = c.digits || 0;
-  const wrap = html("div", { class: "nl-mo-control" }, parent);
-  html("label", { for: id, text: c.label }, wrap);
-  const input = html("input", { id, name: c.name, type: "range", "data-control": c.name }, wrap);
+  const wrap = nlHtml("div", { class: "nl-mo-control" }, parent);
+  nlHtml("label", { for: id, text: c.label }, wrap);
+  const input = nlHtml("input", { id, name: c.name, type: "range", "data-control": c.name }, wrap);
   input.min = c.min; input.max = c.max; input.step = c.step || 1;
-  const out = html("output", { for: id, class: "nl-mo-value" }, wrap);
+  const out = nlHtml("output", { for: id, class: "nl-mo-value" }, wrap);
   let shownValue = initial;
   const show = (v) => {
     shownValue = v;
@@ -149,47 +136,24 @@ function makeSlider(parent, c, uid, initial, onInput) {
 // --- the widget -----------------------------------------------------------------------------------
 
 function render({ model, el }) {
-  const spec = model.get("spec") || {};
-  const source = model.get("source") === "grid" ? "grid" : "live";
-  const uid = `nl-mo-${++instances}-${Math.random().toString(36).slice(2, 8)}`;
-  const root = html("div", { class: "nl-momentum", "data-source": source }, el);
+  const { spec, source, uid, root } = nlMount(model, el, "nl-momentum", "nl-mo");
 
-  // JupyterLab's notebook takes the keys that bubble out of an output (command mode): keys pressed
-  // inside the widget stay inside it, so the slider moves with the arrow keys.
-  const OWN_KEYS = ["ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown", "Home", "End", "PageUp", "PageDown", " ", "Enter"];
-  root.addEventListener("keydown", (ev) => {
-    if (OWN_KEYS.includes(ev.key) && !ev.shiftKey && !ev.ctrlKey) ev.stopPropagation();
-  });
-
-  const head = html("div", { class: "nl-mo-head" }, root);
-  html("span", { class: `nl-mo-source nl-mo-source-${source}`, text: SOURCE_TEXT[source] }, head);
-  if (source === "grid" && spec.grid_note) html("span", { class: "nl-mo-note", text: spec.grid_note }, head);
-
-  const controlsBox = html("div", { class: "nl-mo-controls" }, root);
+  const controlsBox = nlHtml("div", { class: "nl-mo-controls" }, root);
   const initial = model.get("controls") || {};
   const shown = {};
+  const onInput = (name, value) => trip.input({ [name]: value });
   for (const c of spec.controls || []) shown[c.name] = makeSlider(controlsBox, c, uid, initial[c.name], onInput);
-  const errorBox = html("div", { class: "nl-mo-error", role: "alert" }, root);
-  const caption = html("div", { class: "nl-mo-caption", "aria-live": "polite" }, root);
+  const showError = nlErrorLine(root, "nl-mo");
+  const caption = nlHtml("div", { class: "nl-mo-caption", "aria-live": "polite" }, root);
 
-  const chartsBox = html("div", { class: "nl-mo-charts" }, root);
+  const chartsBox = nlHtml("div", { class: "nl-mo-charts" }, root);
   const charts = (spec.panels || []).map((p, i) => makeChart(chartsBox, p, spec, uid, i));
 
   const legendText = spec.legend || { current: "当前 current", previous: "上一个设置 previous" };
-  const legend = html("div", { class: "nl-mo-legend" }, root);
-  for (const [cls, text] of [["nl-mo-curve", legendText.current], ["nl-mo-prev", legendText.previous],
-                             ["nl-mo-true", spec.true_label || ""]]) {
-    const item = html("span", { class: "nl-mo-legend-item" }, legend);
-    const sw = node("svg", { width: 34, height: 12, "aria-hidden": "true" }, item);
-    node("path", { d: "M2,6L32,6", class: cls }, sw);
-    html("span", { text }, item);
-  }
+  nlLegend(root, "nl-mo", [["nl-mo-curve", legendText.current], ["nl-mo-prev", legendText.previous],
+                           ["nl-mo-true", spec.true_label || ""]]);
 
-  let current = null, previous = null;
-  let pendingSince = null;                                // performance.now() of the input not yet drawn
-  let inFlight = false, queued = null, fallback = null;  // live: one request at a time, the latest queued
-
-  function redraw() {
+  function redraw(current, previous) {
     const d = current || {}, p = previous || {};
     const byConv = (data) => new Map((data.panels || []).map((q) => [q.convention, q.trace || []]));
     const now = byConv(d), before = byConv(p);
@@ -197,67 +161,9 @@ function render({ model, el }) {
                                         before.get(chart.panel.convention) || null, Number(d.m) || 0));
     caption.textContent = d.caption || "";
   }
-
-  function settled() {                // a reply (data or error) arrived: time it, send what was queued
-    inFlight = false;
-    if (fallback !== null) { clearTimeout(fallback); fallback = null; }
-    if (pendingSince !== null) {
-      const t0 = pendingSince;
-      pendingSince = null;
-      requestAnimationFrame(() => {
-        el.dataset.lastUpdateMs = (performance.now() - t0).toFixed(2);
-        el.dataset.updates = String(Number(el.dataset.updates || 0) + 1);
-      });
-    }
-    if (queued) { const q = queued; queued = null; send(q); }
-  }
-
-  function send(controls) {
-    if (source === "live" && inFlight) { queued = controls; return; }
-    inFlight = source === "live";
-    if (inFlight) fallback = setTimeout(settled, 1000);   // an unchanged reply fires no change event
-    model.set("controls", controls);
-    model.save_changes();
-  }
-
-  function onInput(name, value) {
-    pendingSince = performance.now();
-    const base = queued || model.get("controls") || {};
-    send({ ...base, [name]: value });
-  }
-
-  function onData() {
-    const d = model.get("data") || {};
-    if (current && current !== d) previous = current;
-    current = d;
-    redraw();
-    settled();
-  }
-  function onError() {
-    const msg = model.get("error") || "";
-    errorBox.textContent = msg;
-    root.classList.toggle("nl-mo-has-error", Boolean(msg));
-    if (msg) settled();
-  }
-  function onControls() {            // set from Python (update()) or by the shim: show the value
-    const c = model.get("controls") || {};
-    for (const [name, ctl] of Object.entries(shown)) if (name in c) ctl.show(c[name]);
-  }
-
-  model.on("change:data", onData);
-  model.on("change:error", onError);
-  model.on("change:controls", onControls);
-  current = model.get("data") || {};
-  redraw();
-  onError();
-
-  return () => {
-    model.off("change:data", onData);
-    model.off("change:error", onError);
-    model.off("change:controls", onControls);
-    if (fallback !== null) clearTimeout(fallback);
-    root.remove();
-  };
+  const trip = nlRoundTrip(model, el, { live: source === "live", shown,
+                                        on: { data: nlKeepPrevious(redraw), error: showError } });
+  return () => trip.dispose(root);
 }
 
 export default { render };
