@@ -186,11 +186,11 @@ CHECKS = {"_toy": (check_toy, drawn_toy), "explorer": (check_explorer, drawn_exp
           "gradflow": (check_gradflow, drawn_gradflow)}
 
 
-def exercise(page, box, artifacts: Path, shot: str, per_control: int = 3) -> int:
-    """Move every control of one static widget through some of its values, as a user would. After
-    each move the state the page looked up (the shim's data-key) holds the new value, the drawn
-    picture is the grid's entry for that key, and the picture changed when the entry did; a refused
-    setting shows its message. Returns the number of drawn states checked."""
+def exercise(page, box, artifacts: Path, shot: str, per_control: int = 3, skip: tuple[str, ...] = ()) -> int:
+    """Move every control of one static widget through some of its values, as a user would (but the
+    controls labelled in ``skip``). After each move the state the page looked up (the shim's data-key)
+    holds the new value, the drawn picture is the grid's entry for that key, and the picture changed
+    when the entry did; a refused setting shows its message. Returns the number of drawn states checked."""
     name = box.get_attribute("data-widget")
     check, drawn = CHECKS[name]
     frag = box.evaluate(READ_FRAGMENT)
@@ -200,6 +200,7 @@ def exercise(page, box, artifacts: Path, shot: str, per_control: int = 3) -> int
     shown = grid[box.get_attribute("data-key")]        # the entry the picture shows (errors keep it)
     labels = [c["label"] for c in box.evaluate(LIST_CONTROLS)]
     assert labels and all(labels), f"{shot}: controls without a <label>: {labels}"
+    labels = [x for x in labels if x not in skip]
     done = 0
     for label in labels:
         now = {c["label"]: c for c in box.evaluate(LIST_CONTROLS)}
@@ -279,14 +280,18 @@ def test_toy_widgets_work_with_no_kernel(browser, toy_page, artifacts, via):
 # --- the real front-ends in a generated page (before the book is built) -----------------------------
 
 def real_widget(name: str):
-    """The course's widget ``name`` at its notebook's settings, or skip while its front-end is not there."""
+    """The course's widget ``name`` at its notebook's settings, or skip while its front-end is not there.
+    "explorer-batchnorm" is lesson 02's explorer: BatchNorm alone (``norms=("batchnorm",)``), both layouts."""
     from normlab.widgets import web_host
 
-    if not (web_host.WEB_DIR / f"{name}.js").exists():
+    if not (web_host.WEB_DIR / f"{name.split('-')[0]}.js").exists():
         pytest.skip(f"no front-end web/{name}.js yet")
     if name == "explorer":
         from normlab.widgets import explorer
         w = explorer.AxesExplorer(layout="text", norm="layernorm_text")
+    elif name == "explorer-batchnorm":
+        from normlab.widgets import explorer
+        w = explorer.AxesExplorer(layout="image", norm="batchnorm", norms=("batchnorm",))
     else:
         from normlab.widgets import gradflow
         w = gradflow.GradFlow(depth=32, wiring="plain", norm="none")
@@ -295,7 +300,7 @@ def real_widget(name: str):
     return w
 
 
-@pytest.mark.parametrize("name", ["explorer", "gradflow"])
+@pytest.mark.parametrize("name", ["explorer", "explorer-batchnorm", "gradflow"])
 def test_real_widget_in_a_generated_page(browser, tmp_path, artifacts, name):
     from normlab.widgets.web_host import static_html
 
@@ -309,9 +314,22 @@ def test_real_widget_in_a_generated_page(browser, tmp_path, artifacts, name):
     page.goto((tmp_path / "page.html").as_uri(), wait_until="load")
     boxes = widgets(page)
     assert len(boxes) == 1 and not page.locator(".normlab-web-failed").count()
-    assert exercise(page, boxes[0], artifacts, f"widgets_page_{name}") >= 3
-    if name == "explorer":
-        explorer_arrow_keys(page, boxes, artifacts, "widgets_page_explorer")
+    if name == "explorer-batchnorm":        # the sizes of one layout, the layout, the other layout's sizes
+        layout = ("布局 (layout)",)
+        done = [exercise(page, boxes[0], artifacts, f"widgets_page_{name}_{i}", skip=layout if i != 1 else ())
+                for i in range(3)]
+        assert done[0] >= 3 and done[1] >= 1 and done[2] >= 3, done
+    else:
+        assert exercise(page, boxes[0], artifacts, f"widgets_page_{name}") >= 3
+    if name.startswith("explorer"):
+        explorer_arrow_keys(page, boxes, artifacts, f"widgets_page_{name}")
+    if name == "explorer-batchnorm":        # BatchNorm is shown, not offered (disabled); layouts and sizes are
+        box = boxes[0]
+        labels = [c["label"] for c in box.evaluate(LIST_CONTROLS)]
+        assert "布局 (layout)" in labels and "归一化 (norm)" not in labels and not any("组数 G" in x for x in labels)
+        assert box.evaluate("b => Array.from(b.querySelector('select[name=norm]').options).map(o => o.value)") \
+            == ["batchnorm"]
+        assert {k.split("|")[1] for k in box.evaluate(READ_FRAGMENT)["grid"]} == {"batchnorm"}
     page.close()
     assert not problems, problems
 

@@ -289,6 +289,61 @@ def test_grid_json_stays_small():
     assert len(html.encode()) < 700_000 and 'data-widget="explorer"' in html and "gzip-base64" in html
 
 
+def test_a_page_can_offer_batchnorm_alone():
+    """Lesson 02 comes before LN/IN/GN/RMSNorm: ``norms=("batchnorm",)`` offers BatchNorm only, in both
+    layouts. The spec's norm select lists it alone (no G select), the grid holds only its states (the
+    full grid's entries for those keys), and the page is smaller; other norms are refused in Chinese."""
+    e = ex.AxesExplorer(layout="image", norm="batchnorm", norms=("batchnorm",))
+    full = ex.AxesExplorer()
+    controls = {c["name"]: c for c in e.spec["controls"]}
+    assert controls["norm"]["options"] == [["batchnorm", "BatchNorm"]]
+    assert "num_groups" not in controls and [o[0] for o in controls["layout"]["options"]] == list(ex.LAYOUTS)
+    assert [c for c in e.spec["controls"] if c["name"] != "norm"] == \
+        [c for c in full.spec["controls"] if c["name"] not in ("norm", "num_groups")]
+    assert full.spec == ex.SPEC and {k: v for k, v in e.spec.items() if k != "controls"} == \
+        {k: v for k, v in ex.SPEC.items() if k != "controls"}
+    assert e.controls["norm"] == "batchnorm" and e.norms == ("batchnorm",)
+
+    grid, whole = e.static_grid(), full.static_grid()
+    assert {k.split("|")[1] for k in grid} == {"batchnorm"} and {k.split("|")[0] for k in grid} == set(ex.LAYOUTS)
+    assert all(k.endswith("|0") for k in grid)
+    assert grid == {k: v for k, v in whole.items() if k.split("|")[1] == "batchnorm"}
+    assert list(grid) == ["|".join(str(c[n]) for n in e.spec["control_order"]) for c in e.grid_controls()]
+    for layout in ex.LAYOUTS:                              # every slider position of both layouts
+        assert f"{layout}|batchnorm|{','.join(map(str, ex.DEFAULT_SHAPE[layout]))}|0" in grid
+    assert grid["image|batchnorm|4,6,3,3|0"] == e.data
+    small, large = e.static_html(png=e.png()), full.static_html(png=full.png())
+    assert len(small.encode()) < len(large.encode()) / 3, (len(small.encode()), len(large.encode()))
+
+    sel = e.update(layout="text")                          # BatchNorm on text: one group per feature E
+    assert sel.n_groups == ex.DEFAULT_SHAPE["text"][2] and e.data["norm"] == "batchnorm"
+    e.set_controls(norm="layernorm_text")                  # as a browser could send it: refused, the state stays
+    assert "只提供 batchnorm" in e.error and "(norm must be one of this explorer's norms" in e.error
+    assert e.selection.norm == "batchnorm" and e.data["norm"] == "batchnorm"
+    with pytest.raises(ValueError, match="只提供 batchnorm"):
+        e.update(norm="groupnorm")
+    with pytest.raises(ValueError, match="只提供 batchnorm"):
+        e.compute({"layout": "image", "norm": "rmsnorm", "shape": "4,6,3,3", "num_groups": 0})
+    assert e.selection.norm == "batchnorm"
+
+    two = ex.AxesExplorer("text", norms=["layernorm_text", "groupnorm", "layernorm_text"])   # order kept, once each
+    assert two.norms == ("layernorm_text", "groupnorm") and two.controls["norm"] == "layernorm_text"
+    assert [c["name"] for c in two.spec["controls"]][:3] == ["layout", "norm", "num_groups"]
+    assert ex.AxesExplorer(norms="rmsnorm").norms == ("rmsnorm",)        # one name alone is one norm
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"norms": ()}, r"norms 至少要有一个归一化.*\(norms must not be empty\.\)"),
+    ({"norms": ("batchnorm", "weightnorm")}, r"未知的归一化 norms 中的 'weightnorm'.*\(unknown norm name in norms\)"),
+    ({"norm": "layernorm_text", "norms": ("batchnorm",)},
+     r"只提供 batchnorm，不提供 norm='layernorm_text'.*\(norm must be one of this explorer's norms: batchnorm\.\)"),
+    ({"norm": "batch_norm", "norms": ("batchnorm",)}, r"未知的归一化 norm='batch_norm'.*\(unknown norm name\)"),
+])
+def test_bad_norms_get_a_clear_chinese_error(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        ex.AxesExplorer(layout="image", **kwargs)
+
+
 def test_the_bundle_is_static_html_in_the_book_and_the_widget_elsewhere(monkeypatch):
     e = ex.AxesExplorer("text", norm="layernorm_text")
     monkeypatch.setenv("NORMLAB_STATIC", "1")
@@ -417,6 +472,58 @@ def test_front_end_in_chromium_without_a_kernel(browser, artifacts, tmp_path):
     assert not problems, problems
     assert times and max(times) < 200, times                       # a sanity bound, not the benchmark
 
+
+
+def test_front_end_offers_only_the_page_norms(browser, artifacts, tmp_path):
+    """The static page of ``norms=("batchnorm",)``: the norm select shows BatchNorm, disabled (nothing to
+    choose), no G select; the layout select and the sliders still work over the smaller grid. After every
+    change the whole widget fits in its view (which keeps its height: a smaller picture does not move the
+    page below it) and the drawn groups are the grid's."""
+    e = ex.AxesExplorer(layout="image", norm="batchnorm", norms=("batchnorm",))
+    grid = e.static_grid()
+    page_file = tmp_path / "explorer_bn.html"
+    page_file.write_text("<!doctype html><html><head><meta charset='utf-8'><link rel='icon' href='data:,'></head>"
+                         f"<body style='width:900px'>{e.static_html(png=e.png())}<p id='after'>后文</p></body></html>",
+                         encoding="utf-8")
+    page = browser.new_page(viewport={"width": 1100, "height": 900})
+    problems = []
+    page.on("pageerror", lambda err: problems.append(str(err)))
+    page.goto(page_file.as_uri())
+    page.wait_for_selector(".nl-ax-cell")
+    norm = page.locator("select[name=norm]")
+    assert norm.is_disabled() and norm.evaluate("s => Array.from(s.options).map(o => o.value)") == ["batchnorm"]
+    assert not page.locator("select[name=num_groups]").is_visible()
+    fits = """() => { const v = document.querySelector('.normlab-web-view'), r = v.querySelector('.nl-explorer');
+                      return [r.getBoundingClientRect().height, v.getBoundingClientRect().height,
+                              document.getElementById('after').getBoundingClientRect().top]; }"""
+    tops = []
+
+    def check(key):
+        page.wait_for_function("k => document.querySelector('.normlab-web-view').dataset.key === k", arg=key)
+        d = page.evaluate(DRAWN)
+        assert d["error"] == "" and d["groups"] == grid[key]["ids"] and len(d["selected"]) == 1
+        g = d["groups"][d["cells"].index(d["selected"][0])]
+        assert sorted(d["same"]) == sorted(c for c, h in zip(d["cells"], d["groups"]) if h == g)
+        page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+        root, view, after = page.evaluate(fits)
+        assert root <= view + 0.5, (key, root, view)             # nothing of the widget is cut off
+        tops.append(after)
+
+    check("image|batchnorm|4,6,3,3|0")
+    page.select_option("select[name=layout]", "text")
+    check("text|batchnorm|4,6,8|0")
+    page.locator("input[name=E]").fill("3")
+    check("text|batchnorm|4,6,3|0")
+    page.locator(".nl-ax-cell[data-cell='1,2,0']").click()
+    assert page.evaluate(DRAWN)["same"] == sorted(f"{k},{r},0" for k in range(4) for r in range(6))   # one feature
+    page.select_option("select[name=layout]", "image")
+    check("image|batchnorm|4,6,3,3|0")
+    page.locator("input[name=C]").fill("2")
+    check("image|batchnorm|4,2,3,3|0")
+    assert tops == sorted(tops), tops                        # the text below never moves up
+    page.locator(".normlab-web").screenshot(path=str(artifacts / "explorer_static_batchnorm.png"))
+    page.close()
+    assert not problems, problems
 
 
 def test_static_figure_can_show_batchnorm_alone():

@@ -18,6 +18,8 @@ The widget is an anywidget (``web_host.WebWidget``): its picture is drawn by the
 change; in the book and the slides the page carries it precomputed for every setting the page
 offers (``grid_controls``), so the same front-end runs without a kernel. The selected cell is
 handled in the browser (same group id = highlighted), so the data never depends on it.
+``norms=`` narrows the norms a page offers (lesson 02: ``norms=("batchnorm",)``): the norm select
+lists only those, and the static grid holds only their states.
 ``png()`` is the matplotlib picture of the current state (print, nbval, the book's figure checks).
 """
 
@@ -41,11 +43,12 @@ from .axes_groups import Selection, describe, element_stats, groups, stat_lines,
 from .axes_layers import (AXES, DEFAULT_SHAPE, LABELS, LAYOUTS, NORMS, axis_sizes, check_input,
                           module_line, normalizer)
 from .dependence import dependence_groups
-from .web_host import WebWidget, plain
+from .web_host import WebWidget, control_order, grid_key, plain
 
 __all__ = ["NORMS", "LAYOUTS", "LABELS", "AXES", "DEFAULT_SHAPE", "AxesExplorer", "Selection", "groups",
            "dependence_groups", "stat_slots", "normalizer", "describe", "stat_lines", "element_stats",
-           "module_line", "static_grid", "draw_blocks", "BlockArtists", "explorer_data", "SPEC"]
+           "module_line", "static_grid", "draw_blocks", "BlockArtists", "explorer_data", "SPEC",
+           "offered_norms", "spec_for"]
 
 STAT_NAMES = {"mean": "均值 (mean)", "var": "方差 (var)", "rms": "均方根 (RMS)"}
 KIND_LABELS = {"image": "图像 image (N, C, H, W)", "text": "文本 text (B, S, E)"}
@@ -154,6 +157,34 @@ def _divisors(n: int) -> list[int]:
     return [g for g in range(1, n + 1) if n % g == 0]
 
 
+def offered_norms(norms: Sequence[str] | str) -> tuple[str, ...]:
+    """``norms`` as a tuple of known norm names in the given order (a single name is a one-tuple,
+    a repeated name counts once), or a Chinese ValueError: empty, or a name not in ``NORMS``."""
+    names = (norms,) if isinstance(norms, str) else tuple(norms)
+    if not names:
+        raise ValueError(f"norms 至少要有一个归一化，可选 {', '.join(NORMS)}。(norms must not be empty.)")
+    unknown = [n for n in names if n not in NORMS]
+    if unknown:
+        raise ValueError(f"未知的归一化 norms 中的 {', '.join(map(repr, unknown))}：可选 {', '.join(NORMS)}。"
+                         f"(unknown norm name in norms)")
+    return tuple(dict.fromkeys(names))
+
+
+def spec_for(norms: tuple[str, ...]) -> dict:
+    """``SPEC`` with the norm select narrowed to ``norms`` (the same object when all are offered);
+    without GroupNorm among them the G select is left out."""
+    if norms == NORMS:
+        return SPEC
+    controls = []
+    for c in SPEC["controls"]:
+        if c["name"] == "norm":
+            c = c | {"options": [[n, LABELS[n]] for n in norms]}
+        elif c["name"] == "num_groups" and "groupnorm" not in norms:
+            continue
+        controls.append(c)
+    return SPEC | {"controls": controls}
+
+
 class AxesExplorer(WebWidget):
     """Interactive explorer: pick a layout, a norm, sizes and a cell; see who shares its statistics.
 
@@ -161,12 +192,19 @@ class AxesExplorer(WebWidget):
     last line of a cell to show it (JupyterLab: the live browser widget; the book and the slides:
     the same front-end over a precomputed grid; always also a PNG picture). ``update(...)`` changes
     the state from Python as the controls do and returns the ``Selection``.
+    ``norms`` are the norms it offers (default: all of ``NORMS``); ``norm`` (default: the first of
+    them) must be one. ``AxesExplorer(norm="batchnorm", norms=("batchnorm",))`` offers BatchNorm
+    alone (both layouts): a smaller static grid, and the other norms are refused like a bad setting.
     """
 
     web_name = "explorer"
 
-    def __init__(self, layout: str = "image", shape: Sequence[int] | None = None, norm: str = "batchnorm",
-                 num_groups: int = 2, cell: Sequence[int] | None = None, seed: int = 0, dpi: int = 80) -> None:
+    def __init__(self, layout: str = "image", shape: Sequence[int] | None = None, norm: str | None = None,
+                 num_groups: int = 2, cell: Sequence[int] | None = None, seed: int = 0, dpi: int = 80,
+                 norms: Sequence[str] | str = NORMS) -> None:
+        self.norms = offered_norms(norms)
+        norm = self.norms[0] if norm is None else norm
+        self._check_offered(norm)
         shape = check_input(norm, layout, shape or DEFAULT_SHAPE.get(layout, ()), num_groups)
         self.seed, self.dpi = int(seed), dpi
         self.state = {"layout": layout, "norm": norm, "shape": shape, "num_groups": int(num_groups),
@@ -175,36 +213,55 @@ class AxesExplorer(WebWidget):
         self._fig: Figure | None = None
         self._drawn: tuple | None = None
         self.selection = describe(sample(shape, self.seed), norm, layout, self.state["cell"], num_groups)
-        super().__init__(spec=SPEC, controls=self._controls())
+        super().__init__(spec=spec_for(self.norms), controls=self._controls())
+
+    def _check_offered(self, norm: str) -> None:
+        """A ValueError (Chinese, with the English term) for a norm this explorer does not offer."""
+        if norm in self.norms:
+            return
+        if norm not in NORMS:
+            check_input(norm, LAYOUTS[0], DEFAULT_SHAPE[LAYOUTS[0]], 2)      # the unknown-name message
+        raise ValueError(f"这个轴浏览器只提供 {', '.join(self.norms)}，不提供 norm={norm!r}。"
+                         f"(norm must be one of this explorer's norms: {', '.join(self.norms)}.)")
 
     # --- the data source --------------------------------------------------------------------------
     def compute(self, controls: dict) -> dict:
-        """``explorer_data`` for a controls dict (what the front-end sends)."""
+        """``explorer_data`` for a controls dict (what the front-end sends); a norm this explorer
+        does not offer is refused (ValueError)."""
         layout, norm = controls["layout"], controls["norm"]
+        self._check_offered(norm)
         shape = _parse_ints(controls["shape"], "shape")
         return explorer_data(norm, layout, shape, int(controls.get("num_groups") or 2), int(controls.get("seed", 0)))
 
     def grid_controls(self) -> list[dict]:
-        """Every norm × layout × every size a static page's sliders reach (up to each axis's grid_max),
-        GroupNorm with every G that divides the channels; seed 0, the middle cell."""
+        """Every offered norm × layout × every size a static page's sliders reach (up to each axis's
+        grid_max), GroupNorm with every G that divides the channels; seed 0, the middle cell."""
         out = []
         for layout in LAYOUTS:
             ranges = [range(lo, grid_max + 1) for _, _, lo, _, grid_max in DIMS[layout]]
             ch = SPEC["channel_axis"][layout]
             for shape in itertools.product(*ranges):
-                for norm in NORMS:
+                for norm in self.norms:
                     gs = _divisors(shape[ch]) if norm == "groupnorm" else [0]
                     out += [{"layout": layout, "norm": norm, "shape": _shape_text(shape), "num_groups": g}
                             for g in gs]
         return out
 
-    _grid: ClassVar[dict | None] = None
+    _grids: ClassVar[dict[tuple[str, ...], dict]] = {}
 
     def static_grid(self) -> dict[str, dict]:
-        """{grid key: data} over ``grid_controls()`` (the same for every instance: seed 0; computed once)."""
-        if AxesExplorer._grid is None:
-            AxesExplorer._grid = super().static_grid()
-        return AxesExplorer._grid
+        """{grid key: data} over ``grid_controls()`` (the same for every instance offering the same
+        norms: seed 0; computed once per set of norms, a subset taken from the full grid when it is there)."""
+        grid = AxesExplorer._grids.get(self.norms)
+        if grid is None:
+            full = AxesExplorer._grids.get(NORMS)
+            if full is not None:
+                order = control_order(self.spec)
+                grid = {k: full[k] for k in (grid_key(c, order) for c in self.grid_controls())}
+            else:
+                grid = super().static_grid()
+            AxesExplorer._grids[self.norms] = grid
+        return grid
 
     # --- state <-> controls ---------------------------------------------------------------------------
     def _controls(self) -> dict:
@@ -225,6 +282,7 @@ class AxesExplorer(WebWidget):
             if state["cell"] is None or len(state["cell"]) != len(state["shape"]):
                 state["cell"] = tuple(s // 2 for s in state["shape"])
             state["cell"] = tuple(min(max(i, 0), s - 1) for i, s in zip(state["cell"], state["shape"]))
+            self._check_offered(state["norm"])
             check_input(state["norm"], state["layout"], state["shape"], state["num_groups"])
             explorer_data(state["norm"], state["layout"], state["shape"], state["num_groups"], seed)  # cached
         except (ValueError, KeyError, TypeError):
@@ -265,6 +323,7 @@ class AxesExplorer(WebWidget):
             changes.setdefault("cell", tuple(s // 2 for s in changes["shape"]))
             changes.setdefault("num_groups", 2)
         state = self.state | changes | {"layout": layout}
+        self._check_offered(state["norm"])
         state["shape"] = check_input(state["norm"], layout, state["shape"], state["num_groups"])
         state["num_groups"] = int(state["num_groups"])
         state["cell"] = tuple(min(int(i), s - 1) for i, s in zip(state["cell"], state["shape"]))

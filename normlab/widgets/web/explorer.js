@@ -20,6 +20,17 @@
 // browser tests; el.dataset.key is the grid key of the controls shown (controls depend on each
 // other: a new layout starts from its default shape, G follows the channel count). el.dataset.lastUpdateMs is the time from the input event to the next animation frame
 // after the redraw (tools/bench_* read it).
+//
+// A norm select with one option (AxesExplorer(norms=("batchnorm",))) is shown disabled; without
+// "groupnorm" among its options the G select is left out.
+//
+// Redraws stay within a frame (tools/bench_widgets.py): the cells, rows and slices are kept and reused
+// (a new layout or size adds or removes only what differs; one click listener on the board), the
+// width comes from a ResizeObserver (nothing is read from the layout while drawing), the sliders of
+// each layout are built once, and the view keeps the tallest height it has had (an explicit height with
+// `contain: size layout`, reset when the width changes): a smaller picture leaves space below the widget
+// instead of moving the rest of the page, and no change inside the widget reaches the page's layout
+// (in the book, either made the browser walk the whole page on every redraw: ~10 ms per frame).
 
 const SOURCE_TEXT = { live: "实时计算 (live, kernel)", grid: "预先计算的网格 (precomputed grid, no kernel)" };
 const KEYS = { ArrowLeft: [0, -1], ArrowRight: [0, 1], ArrowUp: [-1, 0], ArrowDown: [1, 0] };
@@ -38,6 +49,7 @@ function html(tag, attrs, parent) {
 
 const ints = (text) => String(text || "").split(",").filter((s) => s !== "").map(Number);
 const fmt = (v) => (typeof v === "number" && Number.isFinite(v) ? String(Number(v.toPrecision(4))) : "—");
+const setText = (e, text) => { if (e.textContent !== text) e.textContent = text; };
 const divisors = (n) => Array.from({ length: n }, (_, i) => i + 1).filter((g) => n % g === 0);
 
 export default {
@@ -72,13 +84,18 @@ export default {
     }
     const layoutSel = makeSelect("layout", def.layout.options);
     const normSel = makeSelect("norm", def.norm.options);
+    const oneNorm = def.norm.options.length < 2;         // a page that offers one norm: shown, not a choice
+    normSel.disabled = oneNorm;
     const groupSel = makeSelect("num_groups", []);
+    const hasGroups = !!def.num_groups && def.norm.options.some(([n]) => n === "groupnorm");
+    groupSel.parentNode.hidden = !hasGroups;
     const groupNote = html("span", { cls: "nl-ax-note", text: T.no_g || "" }, groupSel.parentNode);
     const dimsBox = html("div", { cls: "nl-ax-dims", role: "group", "aria-label": def.shape ? def.shape.label : "shape" },
                          controlsBox);
     const resample = html("button", { type: "button", cls: "nl-ax-resample", text: T.resample || "resample" },
                           controlsBox);
     let sliders = [], slidersFor = null;
+    const sliderSets = {};               // layout -> its sliders, built once (kept aside while another layout shows)
 
     const error = html("div", { cls: "nl-ax-error", role: "alert" }, root);
     const title = html("div", { cls: "nl-ax-title" }, root);
@@ -88,6 +105,7 @@ export default {
 
     // --- state: the drawn data, the cells, the selection [slice, row, col]
     let drawn = null, cells = [], blocks = null, shapeDrawn = null, layoutDrawn = null, sel = [0, 0, 0];
+    let selCell = null;                  // the cell element marked selected
     let t0 = null;                       // input event time, until the next frame after the redraw
     let waiting = false;                 // a data change is expected (a control moved)
 
@@ -116,8 +134,14 @@ export default {
 
     // --- controls <- model.controls
     function buildSliders(layout, shape) {
+      if (sliderSets[layout]) {            // built before: put them back in place of the other layout's
+        sliders = sliderSets[layout];
+        dimsBox.replaceChildren(...sliders.map((s) => s.wrap));
+        slidersFor = layout;
+        return;
+      }
       dimsBox.replaceChildren();
-      sliders = dimsOf(layout).map((d, i) => {
+      sliders = sliderSets[layout] = dimsOf(layout).map((d, i) => {
         const wrap = html("div", { cls: "nl-ax-control nl-ax-dim" }, dimsBox);
         const id = `${uid}-dim-${d.name}`;
         html("label", { for: id, text: d.label }, wrap);
@@ -135,7 +159,7 @@ export default {
           if (controls().norm === "groupnorm") changes.num_groups = pickGroups(channelsOf(layout, next));
           send(changes);
         });
-        return { input, out };
+        return { input, out, wrap };
       });
       slidersFor = layout;
     }
@@ -159,16 +183,21 @@ export default {
       normSel.value = c.norm;
       if (slidersFor !== c.layout || sliders.length !== shape.length) buildSliders(c.layout, shape);
       sliders.forEach((s, i) => { s.input.value = String(shape[i]); s.out.textContent = String(shape[i]); });
-      const options = divisors(channelsOf(c.layout, shape));
-      if (c.norm === "groupnorm" && Number(c.num_groups) > 0) wantG = Number(c.num_groups);
-      const keep = c.norm === "groupnorm" ? Number(c.num_groups) : wantG;
-      groupSel.replaceChildren(...options.map((g) => html("option", { value: String(g), text: String(g) })));
-      groupSel.value = String(options.includes(keep) ? keep : options.includes(2) ? 2 : 1);
-      groupSel.disabled = c.norm !== "groupnorm";
-      groupNote.hidden = c.norm === "groupnorm";
+      if (hasGroups) {
+        const options = divisors(channelsOf(c.layout, shape));
+        if (c.norm === "groupnorm" && Number(c.num_groups) > 0) wantG = Number(c.num_groups);
+        const keep = c.norm === "groupnorm" ? Number(c.num_groups) : wantG;
+        if (groupSel.dataset.options !== options.join(",")) {
+          groupSel.replaceChildren(...options.map((g) => html("option", { value: String(g), text: String(g) })));
+          groupSel.dataset.options = options.join(",");
+        }
+        groupSel.value = String(options.includes(keep) ? keep : options.includes(2) ? 2 : 1);
+        groupSel.disabled = c.norm !== "groupnorm";
+        groupNote.hidden = c.norm === "groupnorm";
+      }
       resample.hidden = src() !== "live";
-      source.textContent = SOURCE_TEXT[src()] || src();
-      source.className = `nl-ax-source nl-ax-source-${src()}`;
+      setText(source, SOURCE_TEXT[src()] || src());
+      if (source.className !== `nl-ax-source nl-ax-source-${src()}`) source.className = `nl-ax-source nl-ax-source-${src()}`;
       el.dataset.key = keyOf(c);          // the grid key of the controls shown (browser tests)
     }
 
@@ -180,6 +209,7 @@ export default {
              num_groups: controls().norm === "groupnorm" ? pickGroups(channelsOf(layout, shape), 2) : 0 });
     });
     normSel.addEventListener("change", () => {
+      if (oneNorm) return;
       t0 = performance.now();
       const c = controls();
       const norm = normSel.value;
@@ -201,39 +231,70 @@ export default {
       send({ seed: Number(controls().seed || 0) + 1 });
     });
 
-    // --- the picture
+    // --- the picture: slices of rows of cells, kept between redraws (see the header)
+    const slices = [];                   // {el, label, rowLabel, grid, colLabel, rows: [{el, cells: [cell]}]}
+    function makeSlice() {
+      const slice = html("div", { cls: "nl-ax-slice", role: "rowgroup" }, board);
+      const label = html("div", { cls: "nl-ax-slice-label" }, slice);
+      const body = html("div", { cls: "nl-ax-slice-body" }, slice);
+      const rowLabel = html("div", { cls: "nl-ax-rowlabel", "aria-hidden": "true" }, body);
+      const grid = html("div", { cls: "nl-ax-cells" }, body);
+      const colLabel = html("div", { cls: "nl-ax-collabel" }, slice);
+      return { el: slice, label, rowLabel, grid, colLabel, rows: [] };
+    }
+
+    // cells 18-28 px: all slices in one row where the widget's width allows (else they wrap)
+    let rootWidth = null;                // root.clientWidth, kept by the ResizeObserver below
+    function cellPx(n, cols) {
+      if (rootWidth === null) rootWidth = root.clientWidth;       // once, before the first picture
+      const width = Math.max(rootWidth || 0, 600) - 40;
+      return Math.max(18, Math.min(28, Math.floor((width - 36 - (n - 1) * 18 - n * 12) / (n * cols)) - 2));
+    }
+    function sizeCells() {
+      if (!drawn) return;
+      const px = `${cellPx(drawn.blocks[0], drawn.blocks[2])}px`;
+      if (board.style.getPropertyValue("--nl-ax-cell") !== px) board.style.setProperty("--nl-ax-cell", px);
+    }
+
     function build(data) {
       const [n, rows, cols] = data.blocks;
       const axes = (spec.axes || {})[data.layout] || ["N", "C", "H·W"];
-      board.replaceChildren();
-      // cells 18-28 px: all slices in one row where the widget's width allows (else they wrap)
-      const width = Math.max(root.clientWidth || 0, 600) - 40;
-      const px = Math.max(18, Math.min(28, Math.floor((width - 36 - (n - 1) * 18 - n * 12) / (n * cols)) - 2));
-      board.style.setProperty("--nl-ax-cell", `${px}px`);
+      const px = `${cellPx(n, cols)}px`;
+      if (board.style.getPropertyValue("--nl-ax-cell") !== px) board.style.setProperty("--nl-ax-cell", px);
+      while (slices.length > n) slices.pop().el.remove();
+      while (slices.length < n) slices.push(makeSlice());
       cells = new Array(n * rows * cols);
       const w = data.layout === "image" ? data.shape[3] : 1;
-      for (let k = 0; k < n; k++) {
-        const slice = html("div", { cls: "nl-ax-slice", role: "rowgroup" }, board);
-        html("div", { cls: "nl-ax-slice-label", text: `${axes[0].toLowerCase()}=${k}` }, slice);
-        const body = html("div", { cls: "nl-ax-slice-body" }, slice);
-        html("div", { cls: "nl-ax-rowlabel", text: `${axes[1]} ↓`, "aria-hidden": "true" }, body);
-        const grid = html("div", { cls: "nl-ax-cells" }, body);
-        for (let r = 0; r < rows; r++) {
-          const row = html("div", { cls: "nl-ax-row", role: "row" }, grid);
-          for (let c = 0; c < cols; c++) {
-            const i = (k * rows + r) * cols + c;
-            const cell = html("div", { cls: "nl-ax-cell", role: "gridcell", tabindex: "-1", "data-cell": `${k},${r},${c}` }, row);
-            if (w > 1 && c % w === 0 && c > 0) cell.classList.add("nl-ax-hrow");   // a new image row h starts
-            cell.addEventListener("click", () => { t0 = performance.now(); choose([k, r, c], true); });
-            cells[i] = cell;
+      slices.forEach((s, k) => {
+        setText(s.label, `${axes[0].toLowerCase()}=${k}`);
+        setText(s.rowLabel, `${axes[1]} ↓`);
+        setText(s.colLabel, `${axes[2]} →`);
+        while (s.rows.length > rows) s.rows.pop().el.remove();
+        while (s.rows.length < rows) s.rows.push({ el: html("div", { cls: "nl-ax-row", role: "row" }, s.grid), cells: [] });
+        s.rows.forEach((row, r) => {
+          while (row.cells.length > cols) row.cells.pop().remove();
+          while (row.cells.length < cols) {
+            row.cells.push(html("div", { cls: "nl-ax-cell", role: "gridcell", tabindex: "-1", "aria-selected": "false" },
+                                row.el));
           }
-        }
-        html("div", { cls: "nl-ax-collabel", text: `${axes[2]} →` }, slice);
-      }
+          row.cells.forEach((cell, c) => {
+            const at = `${k},${r},${c}`;
+            if (cell.getAttribute("data-cell") !== at) cell.setAttribute("data-cell", at);
+            cell.classList.toggle("nl-ax-hrow", w > 1 && c > 0 && c % w === 0);   // a new image row h starts
+            cells[(k * rows + r) * cols + c] = cell;
+          });
+        });
+      });
       blocks = data.blocks.join(",");
       shapeDrawn = data.shape.join(",");
       layoutDrawn = data.layout;
     }
+    board.addEventListener("click", (ev) => {
+      const cell = ev.target.closest ? ev.target.closest(".nl-ax-cell") : null;
+      if (!cell || !drawn || !cell.dataset.cell) return;
+      t0 = performance.now();
+      choose(cell.dataset.cell.split(",").map(Number), true);
+    });
 
     function paint(data) {
       if (blocks !== data.blocks.join(",") || shapeDrawn !== data.shape.join(",") || layoutDrawn !== data.layout) build(data);
@@ -241,12 +302,12 @@ export default {
       const ids = data.ids;
       cells.forEach((cell, i) => {
         const g = ids[i];
-        cell.dataset.group = String(g);
+        if (cell.dataset.group !== String(g)) cell.dataset.group = String(g);
         const c = i % cols, r = Math.floor(i / cols) % rows;
         cell.classList.toggle("nl-ax-wall-r", c + 1 < cols && ids[i + 1] !== g);
         cell.classList.toggle("nl-ax-wall-b", r + 1 < rows && ids[i + cols] !== g);
       });
-      title.textContent = data.title || "";
+      setText(title, data.title || "");
       drawn = data;
     }
 
@@ -276,15 +337,22 @@ export default {
       const [, rows, cols] = data.blocks;
       const idx = (sel[0] * rows + sel[1]) * cols + sel[2];
       const g = data.ids[idx];
-      cells.forEach((cell, i) => {
-        cell.classList.toggle("same", data.ids[i] === g);
-        const on = i === idx;
-        cell.classList.toggle("selected", on);
-        cell.setAttribute("aria-selected", on ? "true" : "false");
-        cell.tabIndex = on ? 0 : -1;
-      });
+      cells.forEach((cell, i) => cell.classList.toggle("same", data.ids[i] === g));
+      const cell = cells[idx];
+      if (selCell !== cell) {
+        if (selCell) {
+          selCell.classList.remove("selected");
+          selCell.setAttribute("aria-selected", "false");
+          selCell.tabIndex = -1;
+          selCell.removeAttribute("title");
+        }
+        cell.classList.add("selected");
+        cell.setAttribute("aria-selected", "true");
+        cell.tabIndex = 0;
+        selCell = cell;
+      }
       const x = data.x ? data.x[idx] : undefined, y = data.y ? data.y[idx] : undefined;
-      cells[idx].title = `(${cellLabel(data, ...sel)}) x = ${fmt(x)} → y = ${fmt(y)}`;
+      cell.title = `(${cellLabel(data, ...sel)}) x = ${fmt(x)} → y = ${fmt(y)}`;
       board.dataset.selectedGroup = String(g);
       board.dataset.selected = sel.join(",");
       panelFor(data, idx, g, x, y);
@@ -380,6 +448,25 @@ export default {
     }
     function onSource() { syncControls(); }
 
+    // The width (cell size) and the height the view keeps (see the header), after each layout. The view
+    // gets an explicit height and `contain: size layout`: a change inside it is laid out and repainted
+    // there, not through the page's layout (which made the browser walk the whole page on each redraw).
+    let reserved = 0, reset = false;
+    const resized = typeof ResizeObserver === "function" ? new ResizeObserver(() => {
+      const width = root.clientWidth, height = root.offsetHeight;   // the root's own size (the view does not stretch it)
+      if (width !== rootWidth) {         // a new width: new cell sizes in the next frame (not inside this
+        rootWidth = width;               // callback: a size change here would loop), and a new height to keep
+        requestAnimationFrame(() => { sizeCells(); reset = true; });
+      }
+      if (height > 0 && (height > reserved || (reset && height !== reserved))) {
+        reserved = height;
+        reset = false;
+        el.style.height = `${height}px`;
+        el.style.contain = "size layout";
+      }
+    }) : null;
+    if (resized) resized.observe(root);
+
     model.on("change:data", onData);
     model.on("change:controls", onControls);
     model.on("change:error", onError);
@@ -388,6 +475,9 @@ export default {
     onData();
     onError();
     return () => {
+      if (resized) resized.disconnect();
+      el.style.height = "";
+      el.style.contain = "";
       model.off("change:data", onData);
       model.off("change:controls", onControls);
       model.off("change:error", onError);
