@@ -6,14 +6,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import http.server
+import importlib.util
 import os
-import secrets
-import socket
 import subprocess
 import sys
 import threading
-import time
-import urllib.request
 
 try:
     import fcntl                      # POSIX; elsewhere the tests run in one process anyway
@@ -31,16 +28,20 @@ if not os.environ.get("CUDA_VISIBLE_DEVICES") and not Path("/dev/nvidia0").exist
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = Path(os.environ.get("NORMLAB_CHROMIUM", "/usr/bin/chromium"))
+
+
+def _tool(name: str):
+    """tools/<name>.py as a module (tests may use the tools; nothing in normlab does)."""
+    spec = importlib.util.spec_from_file_location(f"tools_{name}", ROOT / "tools" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# The benchmark's browser and JupyterLab server are the tests' too (one place that starts them).
+bench_widgets = _tool("bench_widgets")
+CHROMIUM, CHROMIUM_ARGS, free_port = bench_widgets.CHROMIUM, bench_widgets.CHROMIUM_ARGS, bench_widgets.free_port
 ARTIFACTS = ROOT / "build" / "artifacts"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
@@ -110,32 +111,17 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 @pytest.fixture(scope="session")
 def lab(tmp_path_factory):
-    """A JupyterLab server on 127.0.0.1 over fresh .ipynb copies of the course notebooks."""
+    """A JupyterLab server on 127.0.0.1 over fresh .ipynb copies of the course notebooks, started by
+    tools/bench_widgets.py's ``jupyterlab`` (the benchmark's server, live widgets)."""
     workdir = tmp_path_factory.mktemp("lab")
     subprocess.run([sys.executable, str(ROOT / "tools" / "notebooks.py"), "export", "--out", str(workdir)],
                    cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
-    port, token = free_port(), secrets.token_hex(16)
-    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
-           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={workdir}",
-           "--ServerApp.allow_root=True", "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
-    log = open(workdir / "server.log", "w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, MPLBACKEND="module://matplotlib_inline.backend_inline"))
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(120):
-        with contextlib.suppress(OSError):
-            urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=1)
-            break
-        time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail("JupyterLab did not start:\n" + (workdir / "server.log").read_text()[-3000:])
-    yield {"base": base, "token": token, "dir": workdir}
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+    with contextlib.ExitStack() as stack:
+        try:
+            base, token = stack.enter_context(bench_widgets.jupyterlab(workdir))
+        except bench_widgets.LabDidNotStart as err:
+            pytest.fail(str(err))
+        yield {"base": base, "token": token, "dir": workdir}
 
 
 @pytest.fixture(scope="session")
