@@ -8,8 +8,8 @@ One step: lr(t) -> batch -> cross-entropy on every position -> backward -> (afte
 Optional records (what the lessons measure while training):
     ratios=True    Karpathy's update:data ratio of each weight matrix (parameters with 2+ dims, in
                    model order): std(W_after - W_before) / std(W_before)
-    probe=x_p      DeepNet §3's model update ||F(x_p; theta_t) - F(x_p; theta_{t-1})|| per step,
-                   normalised per probe sample (Figure 3)
+    update_batch=x_u  DeepNet §3's model update ||F(x_u; theta_t) - F(x_u; theta_{t-1})|| per step,
+                   normalised per sample of that fixed batch (Figure 3)
     warmup=T       lr(t) = lr * min(1, (t+1) / T) (Xiong et al. 2020, §3.2); 0: constant lr
 """
 
@@ -85,7 +85,7 @@ def _sampler(data, batch: int, generator: torch.Generator) -> Callable[[], tuple
 
 def train(model: nn.Module, data, steps: int, *, batch: int = 64, opt: str = "adam", lr: float = 3e-3,
           betas: tuple[float, float] = (0.9, 0.999), warmup: int = 0, seed: int = 0, threads: int | None = 1,
-          ratios: bool = False, probe: Tensor | None = None,
+          ratios: bool = False, update_batch: Tensor | None = None,
           after_backward: Callable[[int], None] | None = None, desc: str = "train", progress: bool = True) -> History:
     """Mini-batch cross-entropy training with Adam (``betas``) or plain SGD, a progress bar, and the
     records named in the module docstring. Batches come from a generator seeded with ``seed``, so
@@ -102,9 +102,9 @@ def train(model: nn.Module, data, steps: int, *, batch: int = 64, opt: str = "ad
     history = History()
     with one_thread(threads):
         model.train()
-        if probe is not None:
+        if update_batch is not None:
             with torch.no_grad():
-                previous = model(probe)
+                previous = model(update_batch)
         bar = tqdm(range(steps), desc=desc, leave=False, disable=not progress)
         for step in bar:
             for group in optimizer.param_groups:
@@ -120,10 +120,10 @@ def train(model: nn.Module, data, steps: int, *, batch: int = 64, opt: str = "ad
             optimizer.step()
             if ratios:
                 history.ratios.append([((w.detach() - b).std() / b.std()).item() for w, b in zip(weights, before)])
-            if probe is not None:
+            if update_batch is not None:
                 with torch.no_grad():
-                    current = model(probe)
-                history.updates.append(((current - previous).norm() / probe.shape[0] ** 0.5).item())
+                    current = model(update_batch)
+                history.updates.append(((current - previous).norm() / update_batch.shape[0] ** 0.5).item())
                 previous = current
             history.losses.append(loss.item())
             history.lrs.append(optimizer.param_groups[0]["lr"])

@@ -1,5 +1,5 @@
 """Lesson 05: DeepNorm stacks (normlab.blocks + normlab.init) and normlab.lessons.deepnorm (the wrong
-versions, the branch share, the probe at init) against Wang et al. 2022 §4.2-4.3's formulas, torch's
+versions, the branch share, the first step at init) against Wang et al. 2022 §4.2-4.3's formulas, torch's
 F.layer_norm, autograd and a by-hand Adam step. The constants and the init alone: tests/test_init.py."""
 
 from __future__ import annotations
@@ -67,8 +67,8 @@ def test_branch_share_is_alpha_squared_larger_when_alpha_is_misplaced():
     assert bad[0] / good[0] == pytest.approx(alpha ** 2, rel=1e-4)
 
 
-def test_init_probe_gradients_and_update_by_hand():
-    """init_probe against autograd and a by-hand Adam first step (each weight moves by ~lr * sign(grad))."""
+def test_first_step_gradients_and_update_by_hand():
+    """first_step against autograd and a by-hand Adam first step (each weight moves by ~lr * sign(grad))."""
     import copy
 
     import torch.nn.functional as F
@@ -77,7 +77,7 @@ def test_init_probe_gradients_and_update_by_hand():
     x, y = torch.randn(32, 64), torch.randint(0, 10, (32,))
     model = deepnorm.variant_model("deepnorm", 4, width=8, seed=0)
     ref = copy.deepcopy(model)
-    out = deepnorm.init_probe(model, x, y, x, lr=1e-3)
+    out = deepnorm.first_step(model, x, y, x, lr=1e-3)
     fc1 = [b.mlp.sublayer.fc1.weight for b in ref.stack.blocks]
     fc2 = [b.mlp.sublayer.fc2.weight for b in ref.stack.blocks]
     grads = torch.autograd.grad(F.cross_entropy(ref(x), y), fc1 + fc2)
@@ -96,8 +96,8 @@ def test_init_probe_gradients_and_update_by_hand():
         assert out["relative_update"] == pytest.approx((change / ref(x).norm()).item(), rel=1e-5)
 
 
-def test_init_probe_works_through_the_wrong_versions():
+def test_first_step_works_through_the_wrong_versions():
     x, y = torch.randn(16, 64), torch.randint(0, 10, (16,))
     for variant in ("post", "alpha_on_branch", "beta_on_input"):
-        out = deepnorm.init_probe(deepnorm.variant_model(variant, 3, width=8), x, y, x)
+        out = deepnorm.first_step(deepnorm.variant_model(variant, 3, width=8), x, y, x)
         assert len(out["grad_fc1"]) == 3 and out["relative_update"] > 0

@@ -43,14 +43,14 @@ def _data(n: int = 200, seed: int = 1):
     return torch.randn(n, 64, generator=g), torch.randint(0, 10, (n,), generator=g)
 
 
-def _reference(model, draw, steps, opt, lr, warmup=0, betas=(0.9, 0.999), probe=None):
+def _reference(model, draw, steps, opt, lr, warmup=0, betas=(0.9, 0.999), update_batch=None):
     """The loop by hand: lr(t) = lr * min(1, (t+1)/T), cross-entropy over every position, Adam/SGD."""
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=betas) if opt == "adam" else torch.optim.SGD(model.parameters(), lr=lr)
     weights = [p for p in model.parameters() if p.dim() >= 2]
     out = {"losses": [], "lrs": [], "ratios": [], "updates": []}
     model.train()
     with torch.no_grad():
-        before_out = model(probe) if probe is not None else None
+        before_out = model(update_batch) if update_batch is not None else None
     for t in range(steps):
         rate = lr * min(1.0, (t + 1) / warmup) if warmup else lr
         for group in optimizer.param_groups:
@@ -63,10 +63,10 @@ def _reference(model, draw, steps, opt, lr, warmup=0, betas=(0.9, 0.999), probe=
         old = [w.detach().clone() for w in weights]
         optimizer.step()
         out["ratios"].append([((w.detach() - o).std() / o.std()).item() for w, o in zip(weights, old)])
-        if probe is not None:
+        if update_batch is not None:
             with torch.no_grad():
-                after_out = model(probe)
-            out["updates"].append(((after_out - before_out) ** 2).sum().sqrt().item() / probe.shape[0] ** 0.5)
+                after_out = model(update_batch)
+            out["updates"].append(((after_out - before_out) ** 2).sum().sqrt().item() / update_batch.shape[0] ** 0.5)
             before_out = after_out
         out["losses"].append(loss.item())
         out["lrs"].append(rate)
@@ -109,13 +109,13 @@ def test_sgd_ratios_are_lr_times_grad_over_weight(single_thread):
     assert train(_net(), (x, y), steps=2, progress=False).ratios == []     # only recorded when asked
 
 
-def test_model_update_per_probe_sample_by_hand(single_thread):
+def test_model_update_per_sample_of_the_update_batch_by_hand(single_thread):
     """DeepNet §3: ||F(x_p; theta_t) - F(x_p; theta_{t-1})|| / sqrt(n) at every step."""
     x, y = _data()
-    probe = torch.randn(24, 64, generator=torch.Generator().manual_seed(9))
+    x_u = torch.randn(24, 64, generator=torch.Generator().manual_seed(9))
     model, twin = _net(4), _net(4)
-    h = train(model, (x, y), steps=6, batch=16, opt="sgd", lr=0.1, seed=1, probe=probe, progress=False)
-    ref = _reference(twin, _rows(x, y, 16, 1), 6, "sgd", 0.1, probe=probe)
+    h = train(model, (x, y), steps=6, batch=16, opt="sgd", lr=0.1, seed=1, update_batch=x_u, progress=False)
+    ref = _reference(twin, _rows(x, y, 16, 1), 6, "sgd", 0.1, update_batch=x_u)
     assert h.losses == ref["losses"]
     assert len(h.updates) == 6 and h.updates == pytest.approx(ref["updates"], rel=1e-5)
     assert all(u > 0 for u in h.updates)

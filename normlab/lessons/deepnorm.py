@@ -3,7 +3,7 @@
 DeepNorm itself, x_{l+1} = LN(alpha * x_l + G_l(x_l)) with beta as an init gain (Wang et al. 2022,
 "DeepNet", §4.2-4.3), is core: the constants and the init in ``normlab.init``, the wiring in
 ``normlab.blocks`` (``wiring="deepnorm"``). Training with DeepNet §3's per-step model update:
-``normlab.train.train(..., probe=x_probe)``.
+``normlab.train.train(..., update_batch=x_u)``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from ..blocks import seeded
 from ..init import deepnorm_constants
 from ..models import DigitsNet
 
-__all__ = ["AlphaOnBranch", "BetaOnInput", "VARIANTS", "variant_model", "branch_share", "init_probe"]
+__all__ = ["AlphaOnBranch", "BetaOnInput", "VARIANTS", "variant_model", "branch_share", "first_step"]
 
 VARIANTS = ("post", "pre", "deepnorm", "alpha_on_branch", "beta_on_input")
 
@@ -81,25 +81,25 @@ def branch_share(model, x) -> list[float]:
     return shares
 
 
-def init_probe(model, x, y, probe, lr: float = 1e-4) -> dict[str, object]:
+def first_step(model, x, y, update_batch, lr: float = 1e-4) -> dict[str, object]:
     """At initialisation: one cross-entropy backward on (x, y), then one Adam step (learning rate
     ``lr``) on the sublayer weights only (DeepNet's theta: the parameters of the residual branches;
     LN gains, embedding and head stay fixed).
 
     Returns ``grad_fc1`` / ``grad_fc2``: per layer ||dL/dW|| (bottom layer first), ``update``:
-    ||F(probe; theta_1) - F(probe; theta_0)|| per probe sample, ``relative_update``: the same over
-    ||F(probe; theta_0)||."""
+    ||F(x_u; theta_1) - F(x_u; theta_0)|| per sample of ``update_batch`` (x_u), ``relative_update``: the
+    same over ||F(x_u; theta_0)||."""
     branch = [p for n, p in model.named_parameters() if ".sublayer." in n]
     for p in model.parameters():
         p.grad = None
     with torch.no_grad():
-        before = model(probe)
+        before = model(update_batch)
     F.cross_entropy(model(x), y).backward()
     inner = lambda block: getattr(block.mlp, "r", block.mlp).sublayer
     grad_fc1 = [inner(b).fc1.weight.grad.norm().item() for b in model.stack.blocks]
     grad_fc2 = [inner(b).fc2.weight.grad.norm().item() for b in model.stack.blocks]
     torch.optim.Adam(branch, lr=lr).step()
     with torch.no_grad():
-        change = (model(probe) - before).norm()
-    return {"grad_fc1": grad_fc1, "grad_fc2": grad_fc2, "update": (change / probe.shape[0] ** 0.5).item(),
+        change = (model(update_batch) - before).norm()
+    return {"grad_fc1": grad_fc1, "grad_fc2": grad_fc2, "update": (change / update_batch.shape[0] ** 0.5).item(),
             "relative_update": (change / before.norm()).item()}
