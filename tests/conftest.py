@@ -59,6 +59,20 @@ def browser():
         b.close()
 
 
+def open_static_widget(browser, tmp_path: Path, widget, name: str):
+    """A page of its own holding ``widget``'s static fragment (grid, no kernel), opened from file://.
+    Returns (page, problems): page errors and any http(s) request land in problems."""
+    page_file = tmp_path / f"{name}.html"
+    page_file.write_text("<!doctype html><html><head><meta charset='utf-8'><link rel='icon' href='data:,'></head>"
+                         f"<body>{widget.static_html(png=widget.png())}</body></html>", encoding="utf-8")
+    page = browser.new_page(viewport={"width": 1100, "height": 900})
+    problems: list[str] = []
+    page.on("pageerror", lambda err: problems.append(str(err)))
+    page.on("request", lambda r: problems.append(r.url) if r.url.startswith("http") else None)
+    page.goto(page_file.as_uri())
+    return page, problems
+
+
 def serve(directory: Path):
     """Serve a folder on 127.0.0.1 from a background thread; returns (base_url, server)."""
     handler = functools.partial(QuietHandler, directory=str(directory))
@@ -102,6 +116,19 @@ def slides_url(book_url):
     url, server = serve(ROOT / "build" / "slides")
     yield url
     server.shutdown()
+
+
+@pytest.fixture(scope="session")
+def decks_url(request):
+    """The slides on 127.0.0.1: slides_url, or with NORMLAB_REUSE_BUILD=1 the decks already in build/slides
+    (to rerun the slide tests without building the book and the slides again)."""
+    folder = ROOT / "build" / "slides"
+    if os.environ.get("NORMLAB_REUSE_BUILD") == "1" and any(folder.glob("*.slides.html")):
+        url, server = serve(folder)
+        yield url
+        server.shutdown()
+    else:
+        yield request.getfixturevalue("slides_url")
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 import urllib.request
@@ -240,21 +239,6 @@ def test_slides_open_offline_and_advance(browser, slides_url, artifacts):
 
 # --- the slides: one idea per slide, answers revealed on demand (issue 18) ----------------------------
 
-@pytest.fixture(scope="module")
-def decks(request):
-    """The slides on 127.0.0.1: built by conftest's slides_url, or with NORMLAB_REUSE_BUILD=1 the decks
-    already in build/slides (to rerun these tests without building the book and the slides again)."""
-    folder = ROOT / "build" / "slides"
-    if os.environ.get("NORMLAB_REUSE_BUILD") == "1" and any(folder.glob("*.slides.html")):
-        from conftest import serve
-
-        url, server = serve(folder)
-        yield url
-        server.shutdown()
-    else:
-        yield request.getfixturevalue("slides_url")
-
-
 # Every slide of a deck, through reveal.js's own API: (1) with no fragment shown, no fragment and no
 # <details> body is visible; (2) with every fragment shown and every answer opened, no element ends
 # below the screen (an element inside a scrolling box counts as that box), and nothing is cut at
@@ -399,14 +383,14 @@ def model_problems(blocks: list[dict]) -> list[str]:
     return out
 
 
-def test_slides_fit_a_projector_and_keep_answers_hidden_until_revealed(browser, decks, artifacts):
+def test_slides_fit_a_projector_and_keep_answers_hidden_until_revealed(browser, decks_url, artifacts):
     """Every slide of every deck in Chromium at 1280x720: within the limits (book.SLIDE_PROSE characters
     of prose, book.SLIDE_CODE rows of code), nothing below the screen's bottom edge nor cut at the
     slide's right edge, no code block taller than the layout counted it, and before a question's
     fragments are shown nothing of its answer (the outputs, the <details> body) is visible."""
     report = []
     for name in NOTEBOOKS:
-        result, problems, page = check_deck(browser, f"{decks}/{name}.slides.html")
+        result, problems, page = check_deck(browser, f"{decks_url}/{name}.slides.html")
         src = (ROOT / "notebooks" / f"{name}.md").read_text(encoding="utf-8")
         asked = len(re.findall(r"^\*\*先想一想\*\*", src, flags=re.M))
         assert result["questions"] == asked, f"{name}: {asked} questions in the source, {result['questions']} in the deck"

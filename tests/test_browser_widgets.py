@@ -78,6 +78,14 @@ SET_CONTROL = """async ([box, label, value]) => {
 }""" % LABEL_OF
 
 
+def located(folder: Path, rel: str, via: str):
+    """(url, server) of folder/rel opened from file:// (server None) or from a local static server."""
+    if via == "file":
+        return (folder / rel).as_uri(), None
+    base, server = serve(folder)
+    return f"{base}/{rel}", server
+
+
 def watch(page) -> list[str]:
     """Record console errors, page errors, failed requests and any request leaving 127.0.0.1/file."""
     problems: list[str] = []
@@ -251,11 +259,7 @@ def toy_page(tmp_path_factory):
 
 @pytest.mark.parametrize("via", ["file", "server"])
 def test_toy_widgets_work_with_no_kernel(browser, toy_page, artifacts, via):
-    if via == "file":
-        url, server = (toy_page / "toy.html").as_uri(), None
-    else:
-        base, server = serve(toy_page)
-        url = f"{base}/toy.html"
+    url, server = located(toy_page, "toy.html", via)
     try:
         page = browser.new_page(viewport={"width": 1000, "height": 700})
         problems = watch(page)
@@ -396,12 +400,7 @@ def toy_site(tmp_path_factory):
 def test_toy_notebook_through_the_book_and_the_slides(browser, toy_site, artifacts, where):
     html, slides = toy_site
     folder, rel = (html, "notebooks/99_toy.html") if where.startswith("book") else (slides, "99_toy.slides.html")
-    server = None
-    if where.endswith("file"):
-        url = (folder / rel).as_uri()
-    else:
-        base, server = serve(folder)
-        url = f"{base}/{rel}"
+    url, server = located(folder, rel, "file" if where.endswith("file") else "server")
     try:
         page = browser.new_page(viewport={"width": 1280, "height": 800})
         problems = watch(page)
@@ -430,17 +429,6 @@ def site_url(request):
         server.shutdown()
     else:
         yield request.getfixturevalue("book_url")
-
-
-@pytest.fixture(scope="module")
-def decks_url(request, site_url):
-    """The slides on 127.0.0.1 (conftest's slides_url, or the built ones with NORMLAB_REUSE_BUILD=1)."""
-    if os.environ.get("NORMLAB_REUSE_BUILD") == "1" and any(SLIDES.glob("*.slides.html")):
-        url, server = serve(SLIDES)
-        yield url
-        server.shutdown()
-    else:
-        yield request.getfixturevalue("slides_url")
 
 
 # --- the built book and slides -----------------------------------------------------------------------

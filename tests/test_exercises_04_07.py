@@ -178,14 +178,8 @@ MISTAKES = {
 
 # --------------------------------------------------------------------------- 05
 
-def _consts(arch, N=0, M=0):
-    if arch == "encoder":
-        return (2 * N) ** 0.25, (8 * N) ** -0.25
-    if arch == "decoder":
-        return (2 * M) ** 0.25, (8 * M) ** -0.25
-    if arch == "encdec_encoder":
-        return 0.81 * (N ** 4 * M) ** (1 / 16), 0.87 * (N ** 4 * M) ** (-1 / 16)
-    return (3 * M) ** 0.25, (12 * M) ** -0.25
+# DeepNet §4.3's constants as the drills' checker writes them out, independently of normlab.init
+from normlab.drills.checks import paper_deepnorm as _consts  # noqa: E402
 
 
 def _init(scaled=("fc1", "fc2", "v_proj", "out_proj"), gain=lambda b: b, uniform=False, bias=True, touch_norms=False):

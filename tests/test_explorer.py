@@ -409,14 +409,9 @@ def test_front_end_in_chromium_without_a_kernel(browser, artifacts, tmp_path):
     viz.use_style(quiet=True)
     e = ex.AxesExplorer("image")
     grid = e.static_grid()
-    page_file = tmp_path / "explorer.html"
-    page_file.write_text("<!doctype html><html><head><meta charset='utf-8'><link rel='icon' href='data:,'></head>"
-                         f"<body>{e.static_html(png=e.png())}</body></html>", encoding="utf-8")
-    page = browser.new_page(viewport={"width": 1100, "height": 900})
-    problems = []
-    page.on("pageerror", lambda err: problems.append(str(err)))
-    page.on("request", lambda r: problems.append(r.url) if r.url.startswith("http") else None)
-    page.goto(page_file.as_uri())
+    from conftest import open_static_widget
+
+    page, problems = open_static_widget(browser, tmp_path, e, "explorer")
     page.wait_for_selector(".nl-ax-cell")
     times = []
 
