@@ -23,7 +23,7 @@ def _mlp(width: int, seed: int, act: str = "relu") -> nn.Module:
         return blocks.MLP(width, mult=2, act=act)
 
 
-def _probe(shape: tuple[int, ...], seed: int) -> Tensor:
+def _sample(shape: tuple[int, ...], seed: int) -> Tensor:
     return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
 
 
@@ -43,7 +43,7 @@ def check_residual_block(ResidualBlock) -> list:
     block = _build(ResidualBlock, f)
     for name, shape in (("value_2d", (5, 8)), ("value_3d", (2, 3, 8))):
         with step(out, name):
-            x = _probe(shape, seed=len(shape))
+            x = _sample(shape, seed=len(shape))
             x0 = x.clone()
             with torch.no_grad():
                 got, want = call(block, x), x0 + f(x0)
@@ -69,8 +69,8 @@ def check_residual_block(ResidualBlock) -> list:
                 out.append(fail("not_registered", "block.parameters() 里没有分支的权重：把分支存成 self.branch = branch"
                                                   "（nn.Module 属性），不要放进普通 list/dict 或只在 forward 里引用"))
     with step(out, "gradient"):
-        x = _probe((4, 8), seed=7).requires_grad_()
-        r = _probe((4, 8), seed=8)
+        x = _sample((4, 8), seed=7).requires_grad_()
+        r = _sample((4, 8), seed=8)
         (call(block, x) * r).sum().backward()
         ref = x.detach().clone().requires_grad_()
         (ref + f(ref)).mul(r).sum().backward()
@@ -95,7 +95,7 @@ def check_residual_jacobian(residual_jacobian) -> list:
              ("tanh_mlp", _mlp(d, seed=4, act="tanh"), "F 是一个 tanh MLP：J_F 依赖于点 v"))
     for name, f, what in cases:
         with step(out, name):
-            v = _probe((d,), seed=5) * 2
+            v = _sample((d,), seed=5) * 2
             got = call(residual_jacobian, f, v.clone())
             j_f = jacobian(f, v)
             want = jacobian(lambda t: t + f(t), v)
@@ -141,7 +141,7 @@ def _grad_norms(branches, fn, x, r) -> list[float]:
 def check_residual_forward(residual_forward) -> list:
     out = []
     branches = branches_24(seed=11)
-    x, r = _probe((16, 32), seed=12), _probe((16, 32), seed=13)
+    x, r = _sample((16, 32), seed=12), _sample((16, 32), seed=13)
     with step(out, "output"):
         x0 = x.clone()
         with torch.no_grad():
@@ -187,7 +187,7 @@ def check_rezero(ReZero) -> list:
     out = []
     f = _mlp(8, seed=21)
     block = _build(ReZero, f)
-    x = _probe((5, 8), seed=22)
+    x = _sample((5, 8), seed=22)
     with step(out, "identity_at_init"):
         with torch.no_grad():
             got = call(block, x)
@@ -216,7 +216,7 @@ def check_rezero(ReZero) -> list:
         return out
     with step(out, "alpha_gradient"):
         block.zero_grad(set_to_none=True)
-        r = _probe((5, 8), seed=23)
+        r = _sample((5, 8), seed=23)
         (call(block, x) * r).sum().backward()
         want = (f(x) * r).sum().item()
         got = None if alpha.grad is None else alpha.grad.item()

@@ -23,7 +23,7 @@ D = 64
 HALF = (torch.float16, torch.bfloat16)
 
 
-def _probe(seed: int, shape=(4, D), scale: float = 2.0, shift: float = 0.5) -> Tensor:
+def _sample(seed: int, shape=(4, D), scale: float = 2.0, shift: float = 0.5) -> Tensor:
     g = torch.Generator().manual_seed(seed)
     return torch.randn(shape, generator=g) * scale + shift
 
@@ -80,19 +80,19 @@ def llama_reference(x: Tensor, weight: Tensor, eps: float) -> Tensor:
                 target_minutes=10)
 def check_llama(answer) -> list[Finding]:
     out: list[Finding] = []
-    x, w = _probe(1), _weight(2)
+    x, w = _sample(1), _weight(2)
     with step(out, "float32"):
         got = call(answer, x, w, 1e-6)
         out.append(compare("float32", got, F.rms_norm(x, (D,), w, 1e-6), _rms_mistakes(x, w, 1e-6, w),
                            "float32 输入：与 F.rms_norm 一致", "float32 输入：与 F.rms_norm 不一致 (values differ)", input=x))
     with step(out, "eps"):
-        xs = _probe(3, scale=0.3, shift=0.0)          # rms ~ 0.3, eps 0.1: inside vs outside the root differ
+        xs = _sample(3, scale=0.3, shift=0.0)          # rms ~ 0.3, eps 0.1: inside vs outside the root differ
         got = call(answer, xs, w, 0.1)
         out.append(compare("eps", got, F.rms_norm(xs, (D,), w, 0.1), _rms_mistakes(xs, w, 0.1, w),
                            "eps=0.1：ε 在根号内，与 F.rms_norm 一致", "eps=0.1：与 F.rms_norm 不一致 (values differ)",
                            input=xs))
     with step(out, "fp16_overflow"):
-        xh = (_probe(4, scale=300.0, shift=0.0)).half()   # x^2 > 65504: overflows in float16
+        xh = (_sample(4, scale=300.0, shift=0.0)).half()   # x^2 > 65504: overflows in float16
         wh = _weight(5).half()
         got = call(answer, xh, wh, 1e-6)
         ref = llama_reference(xh, wh, 1e-6)
@@ -104,7 +104,7 @@ def check_llama(answer) -> list[Finding]:
     for dtype in HALF:
         name = f"dtype_{_dtype_name(dtype)}"
         with step(out, name):
-            xh, wh = _probe(6).to(dtype), _weight(7).to(dtype)
+            xh, wh = _sample(6).to(dtype), _weight(7).to(dtype)
             got = call(answer, xh, wh, 1e-6)
             if not isinstance(got, Tensor):
                 out.append(fail(name, f"应返回 Tensor，实际返回 {type(got).__name__}"))
@@ -115,7 +115,7 @@ def check_llama(answer) -> list[Finding]:
             else:
                 out.append(ok(name, f"{_dtype_name(dtype)} 输入 → {_dtype_name(dtype)} 输出"))
     with step(out, "order_bf16"):
-        xb, wb = _probe(8, shape=(16, 256)).bfloat16(), _weight(9, 256).bfloat16()
+        xb, wb = _sample(8, shape=(16, 256)).bfloat16(), _weight(9, 256).bfloat16()
         got = call(answer, xb, wb, 1e-6)
         right = llama_reference(xb, wb, 1e-6)
         wrong = (wb.float() * F.rms_norm(xb.float(), (256,), None, 1e-6)).to(torch.bfloat16)
@@ -169,7 +169,7 @@ def check_gemma(answer) -> list[Finding]:
         return [fail("weight", str(err))]
     except TypeError as err:
         return [fail("module", str(err))]
-    x = _probe(11)
+    x = _sample(11)
     with step(out, "init"):
         if torch.all(w == 0):
             out.append(ok("init", "weight 初始化为 0：初始增益 1 + 0 = 1"))
@@ -200,7 +200,7 @@ def check_gemma(answer) -> list[Finding]:
         m2 = _module(answer, D, eps=0.1)
         with torch.no_grad():
             _weight_param(m2, D).zero_()           # gain 1: only eps matters here
-        xs = _probe(13, scale=0.3, shift=0.0)
+        xs = _sample(13, scale=0.3, shift=0.0)
         got = call(m2, xs)
         one = torch.ones(D)
         out.append(compare("eps", got, F.rms_norm(xs, (D,), None, 0.1), {
@@ -212,7 +212,7 @@ def check_gemma(answer) -> list[Finding]:
         wh = (_weight(14) - 1).half()
         with torch.no_grad():
             _weight_param(mh, D).copy_(wh)
-        xh = _probe(15, scale=300.0, shift=0.0).half()
+        xh = _sample(15, scale=300.0, shift=0.0).half()
         got = call(mh, xh)
         out.append(compare("fp16_overflow", got, gemma_reference(xh, wh, 1e-6), {
             "no_upcast": (lambda: variants.rms_norm(xh, 1 + wh, 1e-6),
@@ -224,7 +224,7 @@ def check_gemma(answer) -> list[Finding]:
         wb = (_weight(16, 256) - 1).bfloat16()
         with torch.no_grad():
             _weight_param(mb, 256).copy_(wb)
-        xb = _probe(17, shape=(16, 256)).bfloat16()
+        xb = _sample(17, shape=(16, 256)).bfloat16()
         got = call(mb, xb)
         right = gemma_reference(xb, wb, 1e-6)
         wrong = (1 + wb) * F.rms_norm(xb.float(), (256,), None, 1e-6).to(torch.bfloat16)
@@ -247,7 +247,7 @@ def check_gemma(answer) -> list[Finding]:
                 target_minutes=8)
 def check_add_rms_norm(answer) -> list[Finding]:
     out: list[Finding] = []
-    x, r, w = _probe(21), _probe(22, shift=-0.3), _weight(23)
+    x, r, w = _sample(21), _sample(22, shift=-0.3), _weight(23)
     h_ref, y_ref = x + r, F.rms_norm(x + r, (D,), w, 1e-6)
     with step(out, "pair"):
         got = call(answer, x, r, w, 1e-6)
@@ -274,7 +274,7 @@ def check_add_rms_norm(answer) -> list[Finding]:
             **_rms_mistakes(h_ref, w, 1e-6, w)},
             "y = RMSNorm(x + r) · weight", "y 应等于 F.rms_norm(x + r, weight)", input=x))
     with step(out, "bf16"):
-        xb, rb, wb = _probe(24).bfloat16(), _probe(25).bfloat16(), _weight(26).bfloat16()
+        xb, rb, wb = _sample(24).bfloat16(), _sample(25).bfloat16(), _weight(26).bfloat16()
         h, y = call(answer, xb, rb, wb, 1e-6)
         bad = [f"{n} 是 {_dtype_name(t.dtype)}" for n, t in (("h", h), ("y", y)) if t.dtype != torch.bfloat16]
         if bad:
