@@ -66,21 +66,45 @@ def lock_file(minor: tuple[int, int] = sys.version_info[:2]) -> Path:
 LOCK = lock_file()
 
 
+SUPPORTED_PYTHONS = "3.11、3.12、3.13（或更新的 3.x）"
+
+
 def use_python(python: str) -> tuple[int, int]:
     """`--python 3.13` (or a path): build that interpreter's venv in build/venvs/py3.13/ and use it."""
     global BASE_PYTHON, VENV, STAMP, LOCK
+    is_path = os.sep in python or python.endswith(".exe")
+    if not is_path and not _is_supported_version(python):
+        say(f"--python 只接受 {SUPPORTED_PYTHONS} 或一个解释器的路径，收到 {python!r}。"
+            f"(--python takes 3.11 or newer, or a path to an interpreter)")
+        sys.exit(2)
     exe = find_python(python)
     if exe is None:
         say(f"找不到 Python {python}（试过 PATH 上的 python{python}、pyenv 和 py -{python}）。"
             f"(no Python {python} found)")
         sys.exit(2)
-    out = subprocess.run([exe, "-c", "import sys; print(*sys.version_info[:2])"], capture_output=True, text=True)
-    minor = tuple(int(v) for v in out.stdout.split())
+    out = subprocess.run([exe, "-c", "import sys; print(*sys.version_info[:2])"], capture_output=True, text=True,
+                         encoding="utf-8", errors="replace")
+    try:
+        minor = tuple(int(v) for v in out.stdout.split()[:2])
+        assert len(minor) == 2
+    except (ValueError, AssertionError):
+        say(f"{exe} 不是能用的 Python 3（它没有说出自己的版本）。需要 {SUPPORTED_PYTHONS}。"
+            f"(not a usable Python 3 interpreter)")
+        sys.exit(2)
+    if minor < (3, 11):
+        say(f"{exe} 是 Python {minor[0]}.{minor[1]}：课程需要 {SUPPORTED_PYTHONS}。(Python 3.11+ is required)")
+        sys.exit(2)
     BASE_PYTHON = exe
     VENV = ROOT / "build" / "venvs" / f"py{minor[0]}.{minor[1]}"
     STAMP, LOCK = VENV / ".normlab-installed", lock_file(minor)
     os.environ["NORMLAB_VENV"] = str(VENV)
     return minor
+
+
+def _is_supported_version(python: str) -> bool:
+    """"3.11", "3.13", ...: a 3.x version the course supports (3.11 or newer)."""
+    major, _, minor = python.partition(".")
+    return major == "3" and minor.isdigit() and int(minor) >= 11
 
 
 def find_python(python: str) -> str | None:
@@ -96,7 +120,7 @@ def find_python(python: str) -> str | None:
     for cmd in candidates:
         try:
             out = subprocess.run(cmd + ["-c", "import sys; print(sys.executable)"], capture_output=True, text=True,
-                                 timeout=30)
+                                 timeout=30, encoding="utf-8")
         except OSError:
             continue
         if out.returncode == 0 and out.stdout.strip():
@@ -133,7 +157,7 @@ def read_stamp() -> tuple[set[str], str]:
     torch choice it was installed with ("cpu" or "default"; "" when unknown)."""
     if not STAMP.exists():
         return set(), ""
-    lines = STAMP.read_text().split()
+    lines = STAMP.read_text(encoding="utf-8").split()
     if not lines or lines[0] != wanted_stamp():
         return set(), ""
     extras = set(lines[1].split(",")) if len(lines) > 1 else set(COURSE_EXTRAS)
@@ -192,7 +216,7 @@ def torch_requirement() -> str:
     """The torch pin of pyproject.toml ("torch==2.13.0"): the torch step installs exactly that."""
     import tomllib
 
-    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
     return next(d.replace(" ", "") for d in deps if d.replace(" ", "").lower().startswith("torch=="))
 
 
@@ -200,7 +224,7 @@ def torch_build(py: Path) -> str:
     """What the venv's torch is: '2.13.0+cpu (CPU)', '2.13.0 (CUDA 13.0)', ..."""
     code = ("import torch; c = torch.version.cuda; "
             "print(torch.__version__, f'(CUDA {c})' if c else '(CPU)')")
-    out = subprocess.run([str(py), "-c", code], capture_output=True, text=True)
+    out = subprocess.run([str(py), "-c", code], capture_output=True, text=True, encoding="utf-8")
     return out.stdout.strip() or "?"
 
 
@@ -212,7 +236,7 @@ def constraints_for(lock: Path, build: str) -> Path:
     would fight the installed torch over the packages it pins itself (the CUDA build of 2.13.0 needs
     triton 3.7.1, the CPU lock of 3.11 has triton 3.9.0): those lines are left out, in a copy under
     the venv."""
-    text = lock.read_text()
+    text = lock.read_text(encoding="utf-8")
     made_with_cuda = "CUDA" in text.splitlines()[0] if text else False
     if made_with_cuda == ("CUDA" in build):
         return lock
@@ -220,7 +244,7 @@ def constraints_for(lock: Path, build: str) -> Path:
             if not line.strip().lower().replace("_", "-").startswith(TORCHS_OWN_PINS)]
     out = VENV / f"constraints-{lock.name}"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(keep) + "\n")
+    out.write_text("\n".join(keep) + "\n", encoding="utf-8")
     say(f"{lock.name} 是用另一种 torch（{'CUDA' if made_with_cuda else 'CPU'} 版）测出来的："
         "torch 自己固定的 triton / nvidia / cuda 包不再约束。")
     return out
@@ -283,7 +307,7 @@ def ensure_env(extras: tuple[str, ...] = COURSE_EXTRAS, torch_override: str | No
     configure_jupyter()
     build = torch_build(py)
     got = "cpu" if build.endswith("(CPU)") else "default"   # what was installed, fallback included
-    STAMP.write_text(f"{wanted_stamp()}\n{','.join(extras)}\n{got}\n")
+    STAMP.write_text(f"{wanted_stamp()}\n{','.join(extras)}\n{got}\n", encoding="utf-8")
     say(f"环境就绪 (environment ready) in {time.time() - t0:.0f} s · torch {build}")
     return py
 
@@ -293,7 +317,7 @@ def configure_jupyter() -> None:
     settings = VENV / "share" / "jupyter" / "lab" / "settings"
     settings.mkdir(parents=True, exist_ok=True)
     overrides = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}
-    (settings / "overrides.json").write_text(json.dumps(overrides, indent=2))
+    (settings / "overrides.json").write_text(json.dumps(overrides, indent=2), encoding="utf-8")
 
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -436,7 +460,7 @@ def cmd_test(args: list[str]) -> int:
 
 
 def python_version(py: Path) -> tuple[int, ...]:
-    out = subprocess.run([str(py), "-c", "import sys; print(*sys.version_info[:2])"], capture_output=True, text=True)
+    out = subprocess.run([str(py), "-c", "import sys; print(*sys.version_info[:2])"], capture_output=True, text=True, encoding="utf-8")
     return tuple(int(v) for v in out.stdout.split())
 
 
@@ -444,7 +468,7 @@ def cmd_freeze(args: list[str]) -> int:
     """(maintainers) Record the exact versions in the venv after a passing test run, for its Python."""
     py = ensure_env(TEST_EXTRAS)
     out = subprocess.run([str(py), "-m", "pip", "freeze", "--exclude-editable"], capture_output=True, text=True,
-                         check=True).stdout
+                         check=True, encoding="utf-8").stdout
     pins = sorted(line.split("+")[0] for line in out.splitlines() if "==" in line)  # drop +cpu labels
     major, minor = python_version(py)
     header = ["# Exact versions of the last passing `python3 run.py test"
@@ -452,10 +476,10 @@ def cmd_freeze(args: list[str]) -> int:
               f"Linux x86-64, torch {torch_build(py)}).",
               "# Used as pip constraints by run.py on this Python version. Regenerate with: python3 run.py freeze"
               f"{'' if (major, minor) == (3, 11) else f' --python {major}.{minor}'}"]
-    LOCK.write_text("\n".join(header + pins) + "\n")
+    LOCK.write_text("\n".join(header + pins) + "\n", encoding="utf-8")
     have, choice = read_stamp()
     STAMP.write_text(f"{wanted_stamp()}\n{','.join(sorted(have | set(TEST_EXTRAS), key=TEST_EXTRAS.index))}\n"
-                     f"{choice}\n")
+                     f"{choice}\n", encoding="utf-8")
     say(f"{len(pins)} versions -> {LOCK.name}")
     return 0
 
@@ -479,7 +503,25 @@ COMMANDS = {"course": cmd_course, "test": cmd_test, "book": cmd_book, "slides": 
             "sweep": cmd_sweep}
 
 
+def utf8_everywhere() -> None:
+    """UTF-8 whatever the learner's locale (a Simplified-Chinese Windows console is GBK / cp936).
+
+    PYTHONUTF8=1 (PEP 540) is inherited by every child process this file starts: the venv's Python,
+    pip, JupyterLab and through it every kernel, pytest and its xdist workers (execnet's bootstrap
+    fails from a folder named in Chinese without it), the sweep and the book tools. In UTF-8 mode
+    open() without an encoding, and stdin/stdout, are UTF-8 whatever the code page. Our own code
+    names encoding="utf-8" anyway (tests/test_encoding.py); this covers third-party code too.
+    Our own console: a character the console cannot show is replaced, never a crash."""
+    os.environ["PYTHONUTF8"] = "1"
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="replace")
+        except (AttributeError, ValueError):
+            pass
+
+
 def main(argv: list[str] = sys.argv[1:]) -> int:
+    utf8_everywhere()
     if not argv or argv[0] not in COMMANDS:
         print(__doc__)
         return 2

@@ -91,13 +91,13 @@ def build_once(what: str) -> None:
     run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid-{os.getpid()}"
     (ROOT / "build").mkdir(exist_ok=True)
     stamp = ROOT / "build" / f".{what}-built-by-run"
-    with open(ROOT / "build" / f".{what}.lock", "w") as lock:
+    with open(ROOT / "build" / f".{what}.lock", "w", encoding="utf-8") as lock:
         if fcntl is not None:
             fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (stamp.exists() and stamp.read_text() == run_id):
+        if not (stamp.exists() and stamp.read_text(encoding="utf-8") == run_id):
             stamp.unlink(missing_ok=True)
             subprocess.run([sys.executable, str(ROOT / "tools" / "book.py"), what], cwd=ROOT, check=True)
-            stamp.write_text(run_id)
+            stamp.write_text(run_id, encoding="utf-8")
 
 
 @pytest.fixture(scope="session")

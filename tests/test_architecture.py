@@ -378,7 +378,7 @@ def test_a_cycle_hidden_by_a_function_local_import_is_found(tmp_path):
     assert len(cycles) == 1
     assert set(cycles[0].split(" ")) >= {"normlab.blocks", "normlab.lessons.deepnorm", "normlab.models"}
     assert "inside a function" in cycles[0]
-    (root / "normlab" / "lessons" / "deepnorm.py").write_text("ALPHA = 1\n")   # break it: no cycle
+    (root / "normlab" / "lessons" / "deepnorm.py").write_text("ALPHA = 1\n", encoding="utf-8")   # break it: no cycle
     assert find_cycles(import_graph(root)) == []
 
 

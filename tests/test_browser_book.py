@@ -131,7 +131,7 @@ def test_toc_follows_course_order_and_pages_link_their_source(browser, book_url)
         link = page.locator(f"a:has-text('notebooks/{name}.md')").first
         href = urljoin(page.url, link.get_attribute("href"))
         with urllib.request.urlopen(href) as resp:
-            assert resp.read().decode() == (ROOT / "notebooks" / f"{name}.md").read_text()
+            assert resp.read().decode() == (ROOT / "notebooks" / f"{name}.md").read_text(encoding="utf-8")
         page.close()
 
 
@@ -141,9 +141,9 @@ def test_widgets_are_static_front_ends_or_a_note(browser, book_url):
     becomes the note. No page keeps a live widget view."""
     static_pages = set()
     for name in NOTEBOOKS:
-        html = (ROOT / "build" / "book" / "html" / "notebooks" / f"{name}.html").read_text()
+        html = (ROOT / "build" / "book" / "html" / "notebooks" / f"{name}.html").read_text(encoding="utf-8")
         assert "application/vnd.jupyter.widget-view+json" not in html
-        executed = (ROOT / "build" / "executed" / f"{name}.ipynb").read_text()
+        executed = (ROOT / "build" / "executed" / f"{name}.ipynb").read_text(encoding="utf-8")
         views = plain_widgets(json.loads(executed))
         if any(text is None for text in views.values()):            # a plain ipywidgets output
             assert "normlab-widget-note" in html, name
@@ -202,10 +202,10 @@ def note_texts(name: str) -> list[str]:
 def test_speaker_notes_from_the_sources_reach_the_slides(slides_url):
     """Every note of a source reaches the speaker view (the layout merges a slide's notes into one
     <aside>, and adds the full code of a long cell and the rest of a long paragraph)."""
-    with_notes = [n for n in NOTEBOOKS if '"slide_type": "notes"' in (ROOT / "notebooks" / f"{n}.md").read_text()]
+    with_notes = [n for n in NOTEBOOKS if '"slide_type": "notes"' in (ROOT / "notebooks" / f"{n}.md").read_text(encoding="utf-8")]
     assert "00_course_map" in with_notes and "09_companion" in with_notes
     for name in with_notes:
-        html = (ROOT / "build" / "slides" / f"{name}.slides.html").read_text()
+        html = (ROOT / "build" / "slides" / f"{name}.slides.html").read_text(encoding="utf-8")
         asides = "\n".join(re.findall(r'<aside class="notes">(.*?)</aside>', html, flags=re.S))
         for needle in note_texts(name):
             assert needle in asides, f"{name}: the note with {needle!r} is not in the slides' notes"
@@ -493,10 +493,10 @@ def test_book_build_fails_on_a_broken_internal_link(tmp_path, capfd):
     (tmp_path / "_extra").mkdir()
     for name in ("_config.yml", "favicon.png"):
         (tmp_path / name).write_bytes((ROOT / "book" / name).read_bytes())
-    (tmp_path / "_static" / "normlab.js").write_text("")
-    (tmp_path / "intro.md").write_text("# 首页\n\n[第一课](notebooks/a) · [不存在的页](notebooks/missing)\n")
-    (tmp_path / "notebooks" / "a.md").write_text("# 第一课\n\n正文。\n")
-    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: notebooks/a\n")
+    (tmp_path / "_static" / "normlab.js").write_text("", encoding="utf-8")
+    (tmp_path / "intro.md").write_text("# 首页\n\n[第一课](notebooks/a) · [不存在的页](notebooks/missing)\n", encoding="utf-8")
+    (tmp_path / "notebooks" / "a.md").write_text("# 第一课\n\n正文。\n", encoding="utf-8")
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: notebooks/a\n", encoding="utf-8")
     book.write_sphinx_conf(tmp_path)
     assert book.sphinx_build(tmp_path, tmp_path / "html") != 0
     assert "notebooks/missing" in capfd.readouterr().err
@@ -526,7 +526,7 @@ def test_executed_notebooks_keep_their_figures_under_any_mplbackend(tmp_path, mo
     out = book.EXECUTED / "99_figure.ipynb"
     try:
         book.execute_all(jobs=1, srcs=[src])
-        outputs = [o for c in json.loads(out.read_text())["cells"] for o in c.get("outputs", [])]
+        outputs = [o for c in json.loads(out.read_text(encoding="utf-8"))["cells"] for o in c.get("outputs", [])]
         assert any("image/png" in o.get("data", {}) for o in outputs), outputs
     finally:
         out.unlink(missing_ok=True)

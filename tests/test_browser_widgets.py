@@ -381,11 +381,11 @@ def toy_site(tmp_path_factory):
     (site / "_extra").mkdir()
     for name in ("_config.yml", "favicon.png"):
         (site / name).write_bytes((ROOT / "book" / name).read_bytes())
-    (site / "_static" / "normlab.js").write_text(book.THEME_JS)
-    (site / "intro.md").write_text("# 首页\n\n[玩具](notebooks/99_toy)\n")
+    (site / "_static" / "normlab.js").write_text(book.THEME_JS, encoding="utf-8")
+    (site / "intro.md").write_text("# 首页\n\n[玩具](notebooks/99_toy)\n", encoding="utf-8")
     book.static_widgets(nb)
     nbformat.write(nb, site / "notebooks" / "99_toy.ipynb")
-    (site / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: notebooks/99_toy\n")
+    (site / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: notebooks/99_toy\n", encoding="utf-8")
     book.write_sphinx_conf(site)
     assert book.sphinx_build(site, site / "html") == 0
 

@@ -496,17 +496,17 @@ def test_full_check_is_fast():
 
 def test_command_line(tmp_path, capsys):
     good = tmp_path / "my_ln.py"
-    good.write_text("import torch\nfrom torch import nn\nLayerNorm = nn.LayerNorm\n")
+    good.write_text("import torch\nfrom torch import nn\nLayerNorm = nn.LayerNorm\n", encoding="utf-8")
     bad = tmp_path / "bad_ln.py"
     bad.write_text("import torch\nfrom torch import nn\n"
                    "class LayerNorm(nn.Module):\n"
                    "    def __init__(self, n, eps=1e-5):\n        super().__init__(); self.eps = eps\n"
                    "        self.weight = nn.Parameter(torch.ones(n)); self.bias = nn.Parameter(torch.zeros(n))\n"
                    "    def forward(self, x):\n"
-                   "        return (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True) + self.eps) * self.weight + self.bias\n")
+                   "        return (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True) + self.eps) * self.weight + self.bias\n", encoding="utf-8")
     textbook = CORPUS_DIR / "ln_textbook_two_pass.py"       # interview ✓, production ✗
     r = subprocess.run([sys.executable, "-m", "normlab.drills", "layernorm", str(textbook)],
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=120, encoding="utf-8")
     assert r.returncode == 0 and "面试级 ✓" in r.stdout and "工程级 ✗" in r.stdout, r.stdout + r.stderr
     from normlab.drills.__main__ import main          # the same entry point, in-process (one torch import)
     assert main(["layernorm", str(good)]) == 0
@@ -518,7 +518,7 @@ def test_command_line(tmp_path, capsys):
     assert main(["layernorm", str(textbook), "--level=production"]) == 1
     assert main(["layernorm", str(textbook), "--level", "strict"]) == 2
     other = tmp_path / "my_bn.py"                       # another name for the class: checked when unambiguous
-    other.write_text("from torch import nn\nclass MyBatchNorm1d(nn.BatchNorm1d):\n    pass\n")
+    other.write_text("from torch import nn\nclass MyBatchNorm1d(nn.BatchNorm1d):\n    pass\n", encoding="utf-8")
     assert main(["batchnorm", str(other)]) == 0 and "MyBatchNorm1d" in capsys.readouterr().out
 
 
@@ -897,13 +897,13 @@ def test_default_progress_file_is_in_the_home_folder(monkeypatch, tmp_path):
 
 def test_a_bad_progress_file_costs_a_warning_never_the_report(progress_file, tmp_path, monkeypatch):
     progress_file.parent.mkdir(parents=True)
-    progress_file.write_text("{ not json")
+    progress_file.write_text("{ not json", encoding="utf-8")
     with pytest.warns(UserWarning, match="unreadable progress file"):
         drills.check("layernorm", LNClassic)
-    assert progress_file.with_name("drills.json.bad").read_text() == "{ not json"      # kept, moved aside
+    assert progress_file.with_name("drills.json.bad").read_text(encoding="utf-8") == "{ not json"      # kept, moved aside
     assert progress.load(progress_file)["kinds"]["layernorm"]["attempts"] == 1
     blocker = tmp_path / "a_file"
-    blocker.write_text("")
+    blocker.write_text("", encoding="utf-8")
     monkeypatch.setenv(progress.FILE_VARIABLE, str(blocker / "drills.json"))          # cannot be created
     with pytest.warns(UserWarning, match="progress not saved"):
         report = drills.check("layernorm", LNClassic)
@@ -950,8 +950,8 @@ def test_reset_forgets_one_card_and_never_touches_answers(progress_file, tmp_pat
 
     answers = tmp_path / "answers"                         # a learner's answer files and notebook copy
     answers.mkdir()
-    (answers / "my_ln.py").write_text("from torch import nn\nLayerNorm = nn.LayerNorm\n")
-    (answers / "08_drills_learner.ipynb").write_text('{"cells": ["MY DRILL ANSWER"]}')
+    (answers / "my_ln.py").write_text("from torch import nn\nLayerNorm = nn.LayerNorm\n", encoding="utf-8")
+    (answers / "08_drills_learner.ipynb").write_text('{"cells": ["MY DRILL ANSWER"]}', encoding="utf-8")
     before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in answers.iterdir()}
     assert main(["layernorm", str(answers / "my_ln.py")]) == 0            # an attempt from the command line
     for kind, impl in [("batchnorm", BNGood), ("prenorm_block", lambda x, f, n: x + f(n(x))),

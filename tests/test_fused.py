@@ -91,7 +91,7 @@ def test_importing_normlab_fused_neither_imports_triton_nor_sets_the_interpreter
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     code = ("import os, sys; import normlab.fused as f; "
             "print('triton' in sys.modules, 'TRITON_INTERPRET' in os.environ, len(f.KERNEL_SOURCE) > 0)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, check=True, encoding="utf-8")
     assert out.stdout.split() == ["False", "False", "True"], out.stdout + out.stderr
 
 

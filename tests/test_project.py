@@ -32,10 +32,10 @@ def test_versions_compare_as_numbers():
 
 
 def test_environment_yml_matches_pyproject():
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     extras = [r for reqs in project["optional-dependencies"].values() for r in reqs]
     wanted = {_norm(r) for r in project["dependencies"] + extras}
-    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    env = yaml.safe_load((ROOT / "environment.yml").read_text(encoding="utf-8"))
     pip_sections = [d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d]
     assert len(pip_sections) == 1, "environment.yml needs exactly one pip: section"
     listed = {_norm(r) for r in pip_sections[0] if not r.startswith("-e")}
@@ -52,11 +52,11 @@ LOCKS = {(3, 11): "requirements-tested.txt", (3, 12): "requirements-tested-py3.1
 
 @pytest.mark.parametrize("minor", sorted(LOCKS), ids=lambda v: f"py{v[0]}.{v[1]}")
 def test_tested_versions_are_recorded_and_satisfy_pyproject(minor):
-    text = (ROOT / LOCKS[minor]).read_text()
+    text = (ROOT / LOCKS[minor]).read_text(encoding="utf-8")
     assert f"(Python {minor[0]}.{minor[1]}," in text.splitlines()[0], "header names the Python it was tested on"
     lock = dict(line.split("==") for line in text.splitlines() if "==" in line and not line.startswith("#"))
     lock = {k.lower().replace("_", "-"): v for k, v in lock.items()}
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     torch_pin = next(r.split("==")[1] for r in project["dependencies"] if r.startswith("torch=="))
     assert lock["torch"] == torch_pin
     for name in ("numpy", "matplotlib", "ipywidgets", "jupyterlab", "jupytext", "nbval", "pytest", "mplfonts"):
@@ -64,7 +64,7 @@ def test_tested_versions_are_recorded_and_satisfy_pyproject(minor):
 
 
 def test_tested_pythons_cover_requires_python():
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert min(LOCKS) == version_tuple(requires_python(project))
     from normlab.env import TESTED_PYTHONS
     assert tuple(sorted(LOCKS)) == TESTED_PYTHONS   # 00's check warns outside this matrix
@@ -85,4 +85,4 @@ def test_every_notebook_is_a_jupytext_myst_notebook_that_checks_itself():
         assert re.search(r"\bexpect\(", code), f"{src.name}: no expect(), nbval would check nothing"
         bare = [line.strip() for line in code.splitlines() if re.match(r"\s*assert\b", line)]
         assert not bare, f"{src.name}: bare assert (use normlab.record.expect, which the sweep records): {bare[:3]}"
-        assert "../shared" not in src.read_text(), f"{src.name} reads ../shared, which learners do not have"
+        assert "../shared" not in src.read_text(encoding="utf-8"), f"{src.name} reads ../shared, which learners do not have"

@@ -183,7 +183,7 @@ def test_expect_checks_and_records(tmp_path, monkeypatch):
         record.expect("a2", 0.05, ">", 0.1)
     assert record.measure("m", 3) is None
     record.expect("flag", True, "==", True)
-    lines = [json.loads(x) for x in sink.read_text().splitlines()]
+    lines = [json.loads(x) for x in sink.read_text(encoding="utf-8").splitlines()]
     assert [(e["key"], e["value"]) for e in lines] == [("a", 0.5), ("a2", 0.05), ("m", 3.0), ("flag", 1.0)]
     with pytest.raises(ValueError, match="op"):
         record.expect("b", 1, "~", 1)

@@ -63,7 +63,7 @@ def test_course_command_serves_the_first_notebook_from_workspace(tmp_path):
         [sys.executable, str(ROOT / "run.py"), "course", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
          f"--IdentityProvider.token={token}"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env=dict(os.environ, PYTHONUNBUFFERED="1", NORMLAB_WORKSPACE=str(workspace)))
+        env=dict(os.environ, PYTHONUNBUFFERED="1", NORMLAB_WORKSPACE=str(workspace)), encoding="utf-8")
     try:
         url = f"http://127.0.0.1:{port}/api/contents/00_course_map.ipynb?token={token}"  # root: the workspace
         deadline = time.monotonic() + 240   # a new venv's first JupyterLab start is slow on a busy machine
@@ -88,9 +88,9 @@ def test_course_command_serves_the_first_notebook_from_workspace(tmp_path):
 # --- course --reset ---------------------------------------------------------------------------
 
 def edited(path: Path, text: str) -> None:
-    nb = json.loads(path.read_text())
+    nb = json.loads(path.read_text(encoding="utf-8"))
     nb["cells"].append({"cell_type": "markdown", "metadata": {}, "source": text})
-    path.write_text(json.dumps(nb))
+    path.write_text(json.dumps(nb), encoding="utf-8")
 
 
 @pytest.fixture(scope="module")
@@ -112,12 +112,12 @@ def workspace(fresh_workspace, tmp_path):
     edited(ws / "03_layernorm.ipynb", "MY NOTES 03")
     edited(ws / "05_deepnorm.ipynb", "MY NOTES 05")
     edited(learner[0], "MY DRILL ANSWER")
-    (ws / "my_own_file.py").write_text("x = 1\n")
+    (ws / "my_own_file.py").write_text("x = 1\n", encoding="utf-8")
     return ws
 
 
 def text(path: Path) -> str:
-    return path.read_text()
+    return path.read_text(encoding="utf-8")
 
 
 def test_reset_one_notebook_keeps_the_others_and_backs_up_the_old_copy(runpy, workspace):
@@ -298,8 +298,8 @@ def test_constraints_leave_torchs_own_pins_to_the_installed_build(runpy, tmp_pat
     monkeypatch.setattr(runpy, "VENV", tmp_path)
     lock = tmp_path / "requirements-tested.txt"
     lock.write_text(f"# Exact versions ... (Python 3.11, Linux x86-64, {made_with}).\n# ...\n"
-                    "numpy==2.4.6\nnvidia-cublas==13.1.1.3\ncuda-toolkit==13.0.3.0\ntorch==2.13.0\ntriton==3.9.0\n")
-    text = runpy.constraints_for(lock, build).read_text()
+                    "numpy==2.4.6\nnvidia-cublas==13.1.1.3\ncuda-toolkit==13.0.3.0\ntorch==2.13.0\ntriton==3.9.0\n", encoding="utf-8")
+    text = runpy.constraints_for(lock, build).read_text(encoding="utf-8")
     assert "numpy==2.4.6" in text and "torch==2.13.0" in text
     assert ("triton" not in text and "nvidia" not in text and "cuda-" not in text) == dropped
 

@@ -177,7 +177,7 @@ def test_a_widget_cell_passes_nbval(tmp_path):
     nbformat.write(nb, tmp_path / "widget.ipynb")
     env = {k: v for k, v in os.environ.items() if k != "NORMLAB_STATIC"}
     run = subprocess.run([sys.executable, "-m", "pytest", "--nbval-lax", "--nbval-current-env", "-q", "-p", "no:cacheprovider",
-                          str(tmp_path / "widget.ipynb")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+                          str(tmp_path / "widget.ipynb")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, encoding="utf-8")
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
 
 
@@ -222,7 +222,7 @@ def test_every_module_parses_with_common_js_before_it(tmp_path, name):
 
     path = tmp_path / f"{name}.mjs"
     path.write_text(web_host.esm_text(name), encoding="utf-8")
-    run = subprocess.run([NODE, "--check", str(path)], capture_output=True, text=True, timeout=60)
+    run = subprocess.run([NODE, "--check", str(path)], capture_output=True, text=True, timeout=60, encoding="utf-8")
     assert run.returncode == 0, run.stderr[-2000:]
 
 
@@ -276,7 +276,7 @@ def test_round_trip_queues_the_latest_input_while_the_kernel_works(tmp_path):
 
     common = (web_host.WEB_DIR / "common.js").read_text(encoding="utf-8")
     (tmp_path / "trip.mjs").write_text(common + ROUND_TRIP, encoding="utf-8")
-    run = subprocess.run([NODE, str(tmp_path / "trip.mjs")], capture_output=True, text=True, timeout=60)
+    run = subprocess.run([NODE, str(tmp_path / "trip.mjs")], capture_output=True, text=True, timeout=60, encoding="utf-8")
     assert run.returncode == 0, run.stderr[-2000:]
     out = json.loads(run.stdout)
     assert out["beforeReply"] == [{"a": 1, "b": 0}]                          # one request in flight

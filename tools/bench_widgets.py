@@ -258,7 +258,7 @@ def jupyterlab(workdir: Path):
     cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
            f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={workdir}", "--ServerApp.allow_root=True",
            "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
-    log = open(workdir / "server.log", "w")
+    log = open(workdir / "server.log", "w", encoding="utf-8")
     env = dict(os.environ, MPLBACKEND="module://matplotlib_inline.backend_inline")
     env.pop("NORMLAB_STATIC", None)
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
@@ -271,7 +271,7 @@ def jupyterlab(workdir: Path):
             time.sleep(0.5)
         else:
             log.flush()
-            raise LabDidNotStart("JupyterLab did not start:\n" + (workdir / "server.log").read_text()[-3000:])
+            raise LabDidNotStart("JupyterLab did not start:\n" + (workdir / "server.log").read_text(encoding="utf-8")[-3000:])
         yield base, token
     finally:
         proc.terminate()

@@ -48,7 +48,7 @@ def code_cells(src: Path) -> list[str]:
 
 def cpu_name() -> str:
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
     except OSError:
@@ -67,7 +67,7 @@ def run_one(src: Path, seed: int, threads: int, timeout: int) -> dict:
                    MKL_NUM_THREADS=str(threads), OMP_WAIT_POLICY="PASSIVE", MPLBACKEND="Agg", PYTHONHASHSEED="0")
         t0 = time.time()
         proc = subprocess.run([sys.executable, __file__, "_one", str(src), str(timeout)], env=env, cwd=ROOT,
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, encoding="utf-8")
         seconds = time.time() - t0
         values: dict[str, list[float]] = {}
         claims: dict[str, dict] = {}
@@ -123,7 +123,7 @@ def main(argv: list[str]) -> int:
 
     import fcntl
 
-    lock = open(Path(tempfile.gettempdir()) / "normlab-sweep.lock", "w")
+    lock = open(Path(tempfile.gettempdir()) / "normlab-sweep.lock", "w", encoding="utf-8")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
