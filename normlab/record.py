@@ -11,6 +11,16 @@ bare ``assert`` on a measurement; it writes
     expect("only_weight", names == ["weight"], "==", True)
     measure("warmup.post.steps_to_0.5", steps)          # a number the prose quotes, recorded only
 
+A check that backs a *causal* claim ("BN lets the net train at this learning rate") says what the
+cause is and gives the same measurement with the cause removed (the counterfactual): the check must
+hold, and must *fail* without its cause, or it is no evidence for the claim (an identity holds
+whatever the cause):
+
+    expect("lr1.bn_acc", acc_bn, ">", 0.8, because="BatchNorm", without=acc_identity)
+
+Both numbers are recorded; ``tests/test_record.py`` fails if a causal check has no recorded
+counterfactual or if its counterfactual would pass in any run (with the same margin rule).
+
 ``python3 run.py sweep`` executes every notebook for seeds 0-4 x torch threads {1, 2} with the
 environment variable ``NORMLAB_RECORD`` naming a file: every call appends one JSON line there. The
 sweep keeps what it saw in ``normlab/records/NN_name.json``; ``tests/test_record.py`` checks every
@@ -36,7 +46,9 @@ OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
 # SPREAD_SHARE of the observed spread and RELATIVE_GAP of the nearest observed value's size.
 SPREAD_SHARE, RELATIVE_GAP = 0.25, 0.03
 
-__all__ = ["expect", "measure", "recorded", "margin_problem", "code_fingerprint", "ranges"]
+__all__ = ["expect", "measure", "recorded", "margin_problem", "counterfactual_problem", "code_fingerprint", "ranges"]
+# The recorded key of a causal check's counterfactual: "<key>.without".
+WITHOUT = ".without"
 
 
 def _as_number(key: str, value: Any) -> float:
@@ -65,22 +77,42 @@ def _holds(value: float, op: str, threshold: Any) -> bool:
     return bool(OPS[op](value, float(threshold)))
 
 
-def expect(key: str, value: Any, op: str, threshold: Any) -> None:
+def expect(key: str, value: Any, op: str, threshold: Any, *, because: str | None = None,
+           without: Any = None) -> None:
     """``assert value OP threshold``, recorded under ``key`` when the sweep runs. Returns None, so a
     cell that ends with it shows nothing extra (a returned float would print as the cell's result).
 
     OP is one of > >= < <= == (== for an identity that must hold exactly) or "between" with
-    threshold (lo, hi), meaning lo < value < hi."""
+    threshold (lo, hi), meaning lo < value < hi.
+
+    A causal check names its cause (``because=``, in words) and passes ``without=``: the same
+    measurement with that cause removed (BN replaced by the identity, the residual or the warm-up
+    removed, ...). The check must then fail: if it would pass without its cause it proves nothing
+    about the cause, and this call says so."""
     if op not in OPS and op != "between":
         raise ValueError(f"expect 的比较符 op 应为 {[*OPS, 'between']} 之一，实际是 {op!r}。(unknown op {op!r})")
     if op == "between" and not (isinstance(threshold, Sequence) and len(threshold) == 2):
         raise ValueError(f"op='between' 需要 threshold=(lo, hi)，实际是 {threshold!r}。(between needs (lo, hi))")
+    if (because is None) != (without is None):
+        raise ValueError(f"{key!r}：因果检查要同时给出原因 because= 和去掉原因后的同一测量 without=（反事实）。"
+                         "(a causal check needs both because= and without=, the counterfactual)")
     v = _as_number(key, value)
     limit = list(threshold) if op == "between" else _as_number(key, threshold)
-    _write({"key": key, "value": v, "op": op, "threshold": limit})
+    entry = {"key": key, "value": v, "op": op, "threshold": limit}
+    if because is not None:
+        entry["because"] = str(because)
+        w = _as_number(key + WITHOUT, without)
+        _write(entry)
+        _write({"key": key + WITHOUT, "value": w, "op": None, "threshold": None, "counterfactual_of": key})
+    else:
+        _write(entry)
     if not _holds(v, op, limit):
         raise AssertionError(f"断言不成立 (claim failed): {key} = {v:.6g}，应满足 {op} {limit}。"
                              f"(expected {key} {op} {limit}, got {v:.6g})")
+    if because is not None and _holds(w, op, limit):
+        raise AssertionError(f"这个检查去掉原因（{because}）后仍然成立：{key} 的反事实 = {w:.6g} 也满足 {op} {limit}，"
+                             "所以它不能证明这个原因。(the check also passes without its cause: it is no evidence "
+                             f"for it; without {because}: {w:.6g} {op} {limit})")
 
 
 def measure(key: str, value: Any) -> None:
@@ -121,6 +153,28 @@ def margin_problem(op: str, threshold: Any, values: Iterable[float]) -> str | No
     if op in (">", ">="):
         return gap_problem(lo, lo - t, "lower")
     return gap_problem(hi, t - hi, "upper")
+
+
+def counterfactual_problem(op: str, threshold: Any, without: Iterable[float]) -> str | None:
+    """None when every counterfactual value (the measurement with the cause removed) *fails* the check
+    ``OP threshold`` with the margin rule's gap, else why not: a check that would pass without its
+    cause, in any recorded run, is no evidence for that cause."""
+    vals = [float(v) for v in without]
+    if not vals:
+        return "no recorded counterfactual"
+    if op == "==":
+        return None if all(v != float(threshold) for v in vals) else f"counterfactual equals {threshold}"
+    if op == "between":
+        a, b = (float(t) for t in threshold)
+        below = [v for v in vals if v <= a]
+        above = [v for v in vals if v >= b]
+        if len(below) + len(above) < len(vals):
+            return f"counterfactual values inside ({a:.6g}, {b:.6g}): the check would pass without its cause"
+        return ((margin_problem("<", a, below) if below else None) or
+                (margin_problem(">", b, above) if above else None))
+    opposite = {">": "<=", ">=": "<", "<": ">=", "<=": ">"}[op]
+    problem = margin_problem(opposite, threshold, vals)
+    return None if problem is None else f"counterfactual: {problem}"
 
 
 def code_fingerprint(code_cells: Sequence[str]) -> str:

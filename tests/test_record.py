@@ -148,6 +148,85 @@ def test_prose_numbers_match_record(src):
             problems.append(f"{key}: the prose before the marker should quote the range {a}–{b}")
     assert not problems, f"{src.stem}:\n" + "\n".join(problems)
 
+def causal_problems(rec: dict) -> list[str]:
+    """Every causal check (a claim with because=) has a counterfactual "<key>.without" in every run,
+    and that counterfactual fails the check in every run, with the margin rule's gap."""
+    problems = []
+    for key, claim in rec["claims"].items():
+        if not claim.get("because"):
+            continue
+        runs_without = [r for r in rec["runs"] if not r["values"].get(key + record.WITHOUT)]
+        if runs_without:
+            problems.append(f"{key} (because {claim['because']}): no recorded counterfactual in "
+                            f"{len(runs_without)} run(s)")
+            continue
+        why = record.counterfactual_problem(claim["op"], claim["threshold"], values_of(rec, key + record.WITHOUT))
+        if why:
+            problems.append(f"{key} {claim['op']} {claim['threshold']} (because {claim['because']}): {why}")
+    return problems
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
+def test_causal_checks_fail_without_their_cause(src):
+    """A check that backs a causal claim is evidence only if it fails when the cause is removed."""
+    rec = load_record(src.stem)
+    if rec is None:
+        pytest.skip("no expect() in this notebook")
+    problems = causal_problems(rec)
+    assert not problems, f"{src.stem}:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
+def test_every_because_in_a_notebook_gives_its_counterfactual(src):
+    """Read from the source: expect(..., because=...) always passes without= (expect() enforces it at run
+    time too; this catches it before a sweep)."""
+    bad = []
+    for cell in sweep.code_cells(src):
+        for node in calls(cell, "expect"):
+            names = {k.arg for k in node.keywords}
+            if ("because" in names) != ("without" in names):
+                bad.append(ast.get_source_segment(strip_magics(cell), node) or "expect(...)")
+    assert not bad, f"{src.name}: because= without without= (or the reverse): {bad[:3]}"
+
+
+def planted_record(op, threshold, values, without, because="BatchNorm") -> dict:
+    runs = [{"seed": i, "threads": 1, "ok": True, "values": {"k": [v], **({"k.without": [w]} if w is not None else {})}}
+            for i, (v, w) in enumerate(zip(values, without))]
+    return {"claims": {"k": {"op": op, "threshold": threshold, "because": because}}, "runs": runs}
+
+
+def test_a_planted_causal_check_whose_counterfactual_passes_is_caught():
+    # BN's accuracy 0.95..0.97 > 0.9; without BN 0.91 in one run: the check would pass without its cause
+    assert causal_problems(planted_record(">", 0.9, [0.95, 0.97], [0.40, 0.91]))
+    # the counterfactual fails, but too close to the threshold (0.89 vs 0.9): no margin
+    assert causal_problems(planted_record(">", 0.9, [0.95, 0.97], [0.40, 0.89]))
+    # one run has no counterfactual recorded
+    assert causal_problems(planted_record(">", 0.9, [0.95, 0.97], [0.40, None]))
+    # a sound causal check
+    assert not causal_problems(planted_record(">", 0.9, [0.95, 0.97], [0.40, 0.52]))
+    # between: the counterfactual must lie outside the interval
+    assert causal_problems(planted_record("between", (0.4, 0.6), [0.5, 0.52], [0.45, 0.9]))
+    assert not causal_problems(planted_record("between", (0.4, 0.6), [0.5, 0.52], [0.1, 0.9]))
+    # a claim without because= is not causal: nothing to check
+    rec = planted_record(">", 0.9, [0.95], [0.99])
+    rec["claims"]["k"].pop("because")
+    assert not causal_problems(rec)
+
+
+def test_expect_refuses_a_causal_check_that_passes_without_its_cause(tmp_path, monkeypatch):
+    sink = tmp_path / "rec.jsonl"
+    monkeypatch.setenv(record.RECORD_VARIABLE, str(sink))
+    record.expect("bn_acc", 0.95, ">", 0.9, because="BatchNorm", without=0.4)
+    with pytest.raises(AssertionError, match="BatchNorm"):
+        record.expect("bn_acc2", 0.95, ">", 0.9, because="BatchNorm", without=0.93)
+    with pytest.raises(ValueError, match="without="):
+        record.expect("half", 0.95, ">", 0.9, because="BatchNorm")
+    with pytest.raises(ValueError, match="because="):
+        record.expect("half2", 0.95, ">", 0.9, without=0.4)
+    lines = [json.loads(x) for x in sink.read_text(encoding="utf-8").splitlines()]
+    assert [(e["key"], e["value"]) for e in lines][:2] == [("bn_acc", 0.95), ("bn_acc.without", 0.4)]
+    assert lines[0]["because"] == "BatchNorm" and lines[1]["op"] is None
+
 
 # --- the rule itself, against hand-computed cases -----------------------------------------
 

@@ -76,6 +76,8 @@ def run_one(src: Path, seed: int, threads: int, timeout: int) -> dict:
             values.setdefault(e["key"], []).append(e["value"])
             if e["op"] is not None:
                 claims[e["key"]] = {"op": e["op"], "threshold": e["threshold"]}
+                if e.get("because"):
+                    claims[e["key"]]["because"] = e["because"]   # a causal check: "<key>.without" is recorded too
     error = None if proc.returncode == 0 else (proc.stdout.strip().splitlines() or ["?"])[-1][:500]
     return {"seed": seed, "threads": threads, "ok": proc.returncode == 0, "seconds": round(seconds, 1),
             "error": error, "values": values, "claims": claims}
