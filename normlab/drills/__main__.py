@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from . import KINDS, LEVELS, NAMES, check, progress
+from .console import never_crash, say
 
 
 def load(kind: str, path: Path):
@@ -37,32 +38,33 @@ def load(kind: str, path: Path):
         found = [(n, obj) for n, obj in own if loose and loose in n.lower() and
                  ("backward" in n.lower()) == ("backward" in key)]
     if len(found) == 1:
-        print(f"（没有找到 {name}，检查 {found[0][0]}）")
+        say(f"（没有找到 {name}，检查 {found[0][0]}）")
         return found[0][1]
     raise SystemExit(f"{path} 里没有找到 {name}（练习 {kind} 需要这个名字）")
 
 
 def main(argv: list[str]) -> int:
+    never_crash()
     args, level = list(argv), "interview"
     if args == ["--progress"]:
-        print(progress.table())
+        say(progress.table())
         return 0
     if args and args[0].split("=", 1)[0] == "--reset":
         names = [args[0].split("=", 1)[1]] if "=" in args[0] else args[1:]
         if len(names) != 1:
-            print("用法 usage: python -m normlab.drills --reset CARD   "
+            say("用法 usage: python -m normlab.drills --reset CARD   "
                   f"(CARD: {', '.join(progress.CARDS)}、一个练习类型 a kind、编号 1-9，或 all)")
             return 2
         try:
             gone = progress.reset(names[0])
         except ValueError as err:
-            print(err)
+            say(err)
             return 2
         where = progress.progress_file()
         if gone:
-            print(f"已清除 (reset) {', '.join(gone)} 的练习进度 ({where})；你的答案没有改动 (your answers are untouched)")
+            say(f"已清除 (reset) {', '.join(gone)} 的练习进度 ({where})；你的答案没有改动 (your answers are untouched)")
         else:
-            print(f"{names[0]} 没有记录过进度 (no progress recorded) ({where})")
+            say(f"{names[0]} 没有记录过进度 (no progress recorded) ({where})")
         return 0
     for i, a in enumerate(args):
         if a.startswith("--level"):
@@ -71,16 +73,16 @@ def main(argv: list[str]) -> int:
             level = value
             break
     if len(args) != 2 or args[0] not in KINDS or level not in LEVELS:
-        print(f"用法 usage: python -m normlab.drills KIND FILE.py [--level interview|production]   "
+        say(f"用法 usage: python -m normlab.drills KIND FILE.py [--level interview|production]   "
               f"(KIND: {', '.join(sorted(KINDS))})\n"
               f"      python -m normlab.drills --progress | --reset CARD")
         return 2
     path = Path(args[1])
     if not path.exists():
-        print(f"找不到文件 (file not found): {path}")
+        say(f"找不到文件 (file not found): {path}")
         return 2
     report = check(args[0], load(args[0], path), level=level)
-    print(report)
+    say(report)
     return 0 if report.passed_at(level) else 1
 
 
