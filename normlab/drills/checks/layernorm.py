@@ -1,0 +1,276 @@
+"""The LayerNorm and RMSNorm cards (modules)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import torch
+
+from ..report import Finding
+from .formulas import FIXED_EPS, Formula, Probe, deviation_findings, search
+from .probes import PROD, Builder, _raised, close, fail, find_bias, find_gain, ok, output_of, set_tensor, step
+from .references import _ln_reference
+
+# ---------------------------------------------------------------- LayerNorm / RMSNorm (modules)
+def ln_checks(impl, rms: bool = False, out: list[Finding] | None = None) -> list[Finding]:
+    kind = "RMSNorm" if rms else "LayerNorm"
+    eps0 = 1e-6 if rms else 1e-5
+    out = [] if out is None else out
+    g = torch.Generator().manual_seed(0)
+    build = Builder(impl)
+    D = 8
+
+    with step(out, "construct"):
+        _ln_params(build, rms, kind, eps0, D, out)
+    if _raised(out, "construct"):
+        return out              # nothing else can run: one finding, not the same error once per check
+
+    # interview probes: eps 1e-5 (1e-6) and 1e-2, |x| 1e-3 ... 1e3, int normalized_shape, float32
+    plan = [("forward", eps0, 3.0, 1.0), ("eps_used", 1e-2, 0.1, 0.05 if not rms else 0.0),
+            ("small_inputs", eps0, 1e-3, 0.0), ("large_inputs", eps0, 1e3, 0.0)]
+    probes: list[Probe] = []
+    problems: list[Finding] = []
+    for name, e, scale, offset in plan:
+        if (e != eps0 or scale < 0.01) and "eps" in build.ignored:
+            continue        # the constructor has no eps: a production note, not an interview probe
+        with step(problems, name):
+            p = _ln_probe(build, rms, g, name, e, (2, 5, D), scale, offset)
+            probes.append(p)
+            if isinstance(p, Finding):
+                problems.append(p)
+    probes = [p for p in probes if isinstance(p, Probe)]
+    before = len([f for f in out if not f.passed])
+    with step(out, "forward"):
+        _report_forward(kind, probes, problems, out, rms, D)
+    if len([f for f in out if not f.passed]) > before:
+        # the formula is wrong: checks that compare values again would repeat it under other names
+        for note, text in build.notes.items():
+            out.append(fail(note, text, level=PROD))
+        return out
+
+    if not rms:
+        with step(out, "one_pass_variance"):
+            p = _ln_probe(build, rms, g, "large_offset", eps0, (2, 4, 16), 1.0, 1e4, tol=2e-2, shape=(16,))
+            if isinstance(p, Finding):
+                out.append(p)
+            elif p.got is None or not close(p.got, p.expected, 2e-2):
+                out.append(fail("one_pass_variance", "输入带大偏移 (offset 1e4) 时结果错误：E[x²]−E[x]² 的单遍方差 "
+                                "(one-pass variance) 在 float32 下发生灾难性抵消；先减均值再平方 (two-pass)",
+                                p.x_in, p.expected, p.got))
+            else:
+                out.append(ok("one_pass_variance", "大偏移 (1e4) 输入下方差仍然准确（两遍法）"))
+    with step(out, "gradients"):
+        _ln_gradients(build, rms, eps0, g, D, out)
+
+    # production: tuple normalized_shape, half precision with an upcast, torch's default eps, names
+    with step(out, "tuple_shape", PROD):
+        p = _ln_probe(build, rms, g, "tuple_shape", eps0, (3, 4, 6), 3.0, 1.0, shape=(4, 6))
+        if isinstance(p, Finding):
+            p.id, p.level = "tuple_shape", PROD
+            out.append(p)
+        elif close(p.got, p.expected):
+            out.append(ok("tuple_shape", "normalized_shape=(4, 6)（tuple）也与 torch 一致", PROD))
+        else:
+            out.append(fail("tuple_shape", "normalized_shape=(4, 6) 时应在最后 2 维上归一化，weight 形状 (4, 6)："
+                            "用 dims = tuple(range(-len(shape), 0))（面试通常只写最后 1 维，这是工程级要求）",
+                            p.x_in, p.expected, p.got, PROD))
+    for dt, scale in [(torch.float16, 300.0), (torch.bfloat16, 3.0)]:   # |x|~300: x² > 65504 in float16
+        id = f"half_{str(dt).replace('torch.', '')}"
+        with step(out, id, PROD):
+            _ln_half(build, rms, eps0, g, dt, scale, id, D, out)
+    with step(out, "default_eps", PROD):
+        _ln_default_eps(build, rms, g, D, out)
+    for note, text in build.notes.items():
+        out.append(fail(note, text, level=PROD))
+    return out
+
+
+def _ln_params(build, rms, kind, eps, D, out):
+    """Construction, parameter names, shapes and initial values."""
+    m = build(D, eps=eps)
+    gname, w = find_gain(m, D)
+    if w is None:
+        out.append(fail("params_weight", f"{kind}({D}) 应有可学习的 γ：形状 ({D},)、初值全 1 的 nn.Parameter self.weight。"))
+    elif not w.requires_grad:
+        out.append(fail("params_weight", f"self.{gname} 不可学习 (requires_grad=False)：用 nn.Parameter"))
+    elif torch.all(w == 0):
+        out.append(fail("params_weight", f"self.{gname} 初值全 0：torch 的 γ 初值全 1（Gemma 存 γ−1，配合 (1 + weight) 使用）"))
+    elif not torch.all(w == 1):
+        out.append(fail("params_weight", f"self.{gname} 初值应全为 1", got=w))
+    else:
+        out.append(ok("params_weight", f"γ (self.{gname})：{D} 个元素，初值 1"))
+    params = dict(m.named_parameters()) if isinstance(m, torch.nn.Module) else {}
+    bname = None
+    if rms:
+        extra = [n for n in params if n != gname]
+        out.append(ok("no_bias", "没有 β (RMSNorm has no bias)") if not extra else
+                   fail("no_bias", f"RMSNorm 只有 γ，没有 β 或其它参数；多出了 {extra} (RMSNorm keeps only the gain γ)"))
+    else:
+        bname, b = find_bias(m, D, gname)
+        good = b is not None and b.requires_grad and torch.all(b == 0)
+        out.append(ok("params_bias", f"β (self.{bname})：{D} 个元素，初值 0") if good else
+                   fail("params_bias", f"LayerNorm({D}) 应有形状 ({D},)、初值全 0 的可学习 β (nn.Parameter self.bias)。"))
+    # production: the names and shapes torch's state_dict uses
+    want = ["weight"] if rms else ["weight", "bias"]
+    have = [n for n in (gname, bname) if n]
+    if have and have != want[:len(have)]:
+        out.append(fail("param_names", f"参数名是 {have}：torch 的 state_dict 用 {want}，换成 torch 的模块（或加载它的权重）"
+                        "时键对不上 (state_dict keys differ)", level=PROD))
+    if w is not None and tuple(w.shape) != (D,):
+        out.append(fail("param_shapes", f"γ 的形状应为 ({D},)，你的是 {tuple(w.shape)}", level=PROD))
+    if not isinstance(m, torch.nn.Module):
+        out.append(fail("module", "不是 nn.Module：没有 .parameters()/.to()/state_dict，不能放进模型里", level=PROD))
+
+
+def _ln_probe(build, rms, g, name, eps, shape_in, scale, offset, tol=1e-4, shape=None):
+    """Build with ``eps``, set random γ/β, run on one input; a Probe, or a Finding when the
+    submission's output cannot be compared (modified input, wrong shape, not a tensor)."""
+    shape = shape or shape_in[-1:]
+    size = shape if len(shape) > 1 else shape[0]
+    mod = build(size, eps=eps)
+    numel = math.prod(shape)
+    gname, w = find_gain(mod, numel)
+    bname, b = (None, None) if rms else find_bias(mod, numel, gname)
+    wv = torch.randn(shape, generator=g) + 1
+    bv = torch.randn(shape, generator=g)
+    if w is not None:
+        set_tensor(w, wv)
+    if b is not None:
+        set_tensor(b, bv)
+    x = torch.randn(shape_in, generator=g) * scale + offset
+    x0 = x.clone()
+    exp = _ln_reference(x, shape, wv, bv, eps, rms)
+    p = Probe(name, x.double(), wv.double(), None if rms else bv.double(), eps, None, exp, x0)
+    got = output_of(mod, x)
+    if not torch.equal(x, x0):
+        return fail("input_modified", "输入张量被原地修改了 (the input was modified in place)：不要对 x 用 x -= ... 之类的原地操作", x0)
+    if got.shape != exp.shape:
+        return fail(name, f"输出形状应为 {tuple(exp.shape)}，实际 {tuple(got.shape)} (output shape)", x0, exp, got)
+    if got.dtype != x.dtype:
+        return fail(name, f"输入是 float32，输出 dtype 是 {got.dtype} (return the input dtype)", x0)
+    p.got = got.detach().double()
+    return p
+
+
+def _report_forward(kind, probes, problems, out, rms, D):
+    """One finding for the interview probes: all right, or the named mistakes."""
+    said: set[str] = set()
+    for f in problems:              # the same error on several probes: say it once
+        key = f.message.split(" (line")[0]
+        if key not in said:
+            said.add(key)
+            out.append(f)
+    bad = [p for p in probes if not close(p.got, p.expected)]
+    if not bad:
+        if probes and not problems:
+            out.append(ok("forward", "eps=1e-5/1e-2、|x|≈1e-3…1e3 的输入都与 torch 一致（最后 1 维，float32）"))
+        return
+    correct = Formula(center=not rms, div="n", eps="inside", root=True, gain="w", bias=not rms, axes=(2,))
+    fixed = [("fixed", v) for v in FIXED_EPS]
+    alts = {"center": [rms], "div": ["n-1", "1"], "eps": ["outside", "none", *fixed], "root": [False],
+            "gain": ["1+w", "none"], "bias": [False] if not rms else [],
+            "axes": [a for r in (1, 2, 3) for a in itertools.combinations(range(3), r) if a != (2,)]}
+    found = search(probes, correct, alts)
+    if found:
+        out.extend(deviation_findings(kind, found[0], found[1], correct, probes, 3))
+        return
+    p = bad[0]
+    if not torch.isfinite(p.got).all():
+        out.append(fail("forward", "输出里有 NaN 或 inf (non-finite output)：检查除法的分母和 ε", p.x_in, p.expected, p.got))
+        return
+    names = [q.name for q in bad]
+    hint = ""
+    if set(names) <= {"eps_used", "small_inputs"}:
+        hint = "：只在 ε 起作用的输入上不一致（eps=1e-2，或 |x|≈1e-3）——检查 ε 的用法"
+    elif names == ["large_inputs"]:
+        hint = "：只在 |x|≈1e3 时不一致——数值溢出或精度问题？"
+    ref = "F.rms_norm" if rms else "F.layer_norm"
+    out.append(fail("forward", f"输出与 torch 的 {ref} 不一致 (values differ)，不一致的输入：{', '.join(names)}{hint}",
+                    p.x_in, p.expected, p.got))
+
+
+def _ln_gradients(build, rms, eps, g, D, out):
+    """Gradients with respect to x and γ (and β for LayerNorm) against autograd of torch's function."""
+    mod = build(D, eps=eps)
+    gname, w = find_gain(mod, D)
+    bname, b = (None, None) if rms else find_bias(mod, D, gname)
+    wv, bv = torch.randn(D, generator=g) + 1, torch.randn(D, generator=g)
+    if w is not None:
+        set_tensor(w, wv)
+    if b is not None:
+        set_tensor(b, bv)
+    x = (torch.randn(2, 3, D, generator=g) * 2).requires_grad_(True)
+    gy = torch.randn(2, 3, D, generator=g)
+    y = output_of(mod, x)
+    what = "x、γ" if rms else "x、γ、β"
+    try:
+        (y * gy).sum().backward()
+    except RuntimeError as err:
+        out.append(fail("gradients", f"反向传播失败 (backward failed): {err}"))
+        return
+    xr, wr = x.detach().double().requires_grad_(True), wv.double().requires_grad_(True)
+    br = bv.double().requires_grad_(True)
+    yr = _ln_reference(xr, (D,), wr, br, eps, rms)
+    (yr * gy.double()).sum().backward()
+    if not close(y.detach(), yr.detach()):
+        out.append(fail("gradients", "前向输出已经不一致，梯度无法比较（先修正上面的前向错误）",
+                        x.detach(), yr.detach(), y.detach()))
+        return
+    good = x.grad is not None and close(x.grad, xr.grad)
+    good = good and w is not None and w.grad is not None and close(w.grad.flatten(), wr.grad)
+    if not rms:
+        good = good and b is not None and b.grad is not None and close(b.grad.flatten(), br.grad)
+    out.append(ok("gradients", f"对 {what} 的梯度与 autograd 一致") if good else
+               fail("gradients", f"对 {what} 的梯度与 autograd 不一致 (gradients differ)：是否用了 .detach()/.data "
+                    "或 numpy 截断了计算图？", x.detach(), xr.grad, x.grad))
+
+
+def _ln_half(build, rms, eps, g, dt, scale, id, D, out):
+    """Half precision: dtype kept, values right; |x|≈300 overflows x² in float16 without an upcast."""
+    mod = build(D, eps=eps)
+    if hasattr(mod, "to"):
+        mod = mod.to(dt)          # the whole layer in half precision, as model.half() does
+    x = (torch.randn(2, 4, D, generator=g) * scale).to(dt)
+    got = output_of(mod, x)
+    exp = _ln_reference(x, (D,), torch.ones(D), torch.zeros(D), eps, rms)
+    tol = 3e-2 if dt == torch.bfloat16 else 5e-3
+    if got.dtype != dt:
+        out.append(fail(id, f"输入是 {dt}，输出 dtype 应与输入相同，实际 {got.dtype} (return the input dtype)", x, level=PROD))
+    elif not torch.isfinite(got).all() or not close(got, exp, tol):
+        square = "x²" if rms else "(x−μ)²"
+        hint = (f"：|x|≈300 时 {square} 在 float16 下溢出 (300² > 65504)，先 x.float() 计算再转回输入的 dtype "
+                "(no float32 upcast)") if dt == torch.float16 and scale > 100 else ""
+        out.append(fail(id, f"{dt} 输入的结果错误{hint}", x, exp, got, PROD))
+    else:
+        out.append(ok(id, f"{dt} 输入：dtype 保持、数值正确", PROD))
+
+
+def _ln_default_eps(build, rms, g, D, out):
+    """Built without eps: the default must be torch's (LayerNorm 1e-5; RMSNorm None = finfo.eps,
+    or the card's and LLaMA's 1e-6). The effective eps is read back from the output."""
+    mod = build(D)
+    gname, w = find_gain(mod, D)
+    if w is not None:
+        set_tensor(w, torch.ones(D))
+    if not rms:
+        bname, b = find_bias(mod, D, gname)
+        if b is not None:
+            set_tensor(b, torch.zeros(D))
+    x = torch.randn(2, 8, D, generator=g) * 3e-3
+    got = output_of(mod, x).detach().double()
+    xd = x.double()
+    num = xd if rms else xd - xd.mean(-1, keepdim=True)
+    stat = num.pow(2).mean(-1, keepdim=True)
+    eff = float(((num / got).pow(2) - stat).median())
+    torch_eps = [1e-6, torch.finfo(torch.float32).eps] if rms else [1e-5]
+    if eff < 1e-10 and "eps" in build.ignored:
+        # a formula without any eps (e.g. F.normalize's clamp): the interview probes could not pass one in
+        out.append(fail("eps_missing", "公式里没有 ε (eps missing)：|x| 很小时分母接近 0；构造函数也不接受 eps。" +
+                        ("应为 sqrt(mean(x²) + eps)" if rms else "应为 sqrt(var + eps)"), x))
+    elif any(abs(eff - e) <= 0.05 * e + 1e-9 for e in torch_eps):
+        out.append(ok("default_eps", f"不传 eps 时默认 eps≈{eff:.2g}，与 torch 一致", PROD))
+    else:
+        want = "1e-6（LLaMA/本卡片）或 None（torch.nn.RMSNorm：float32 的 finfo.eps≈1.2e-7）" if rms else "1e-5"
+        out.append(fail("default_eps", f"不传 eps 时，输出相当于 eps≈{eff:.2g}；torch 的默认是 {want} "
+                        "(default eps differs from torch's)", x, level=PROD))
