@@ -66,6 +66,10 @@ def add_rmsnorm(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor,
     d = x.shape[-1]
     if weight.shape != (d,):
         raise ValueError(f"weight 的形状应为 ({d},)，即最后一维 (normalized dim)，实际是 {tuple(weight.shape)}")
+    devices = {t.device.type for t in (x, r, weight)}
+    if os.environ.get("TRITON_INTERPRET") != "1" and devices != {"cuda"}:   # compiled for the GPU
+        raise ValueError("这台机器有 GPU，内核是为 GPU 编译的：x、r、weight 都要在 GPU 上，例如 x.to('cuda')。"
+                         f"(the compiled kernel needs CUDA tensors; got {sorted(devices)})")
     if x.dtype != r.dtype or not x.is_floating_point():
         raise ValueError(f"x 和 r 应是同一种浮点类型 (same float dtype)，实际是 {x.dtype} 和 {r.dtype}")
     x2, r2 = x.reshape(-1, d).contiguous(), r.reshape(-1, d).contiguous()

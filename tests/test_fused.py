@@ -16,6 +16,8 @@ import torch.nn.functional as F
 from normlab import fused
 
 ROOT = Path(__file__).resolve().parent.parent
+# With a GPU the kernel is compiled for it and takes CUDA tensors; without one it runs interpreted on the CPU.
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 @pytest.fixture
@@ -32,8 +34,8 @@ def triton_kernel():
 @pytest.mark.parametrize("shape", [(3, 48), (2, 5, 64), (4, 1), (1, 7, 100)])
 def test_add_rmsnorm_matches_torch_float32(shape):
     g = torch.Generator().manual_seed(0)
-    x, r = torch.randn(shape, generator=g) * 3, torch.randn(shape, generator=g)
-    w = torch.rand(shape[-1], generator=g) + 0.5
+    x, r = (torch.randn(shape, generator=g) * 3).to(DEV), torch.randn(shape, generator=g).to(DEV)
+    w = (torch.rand(shape[-1], generator=g) + 0.5).to(DEV)
     h, y = fused.add_rmsnorm(x, r, w, eps=1e-6)
     assert torch.equal(h, x + r)
     torch.testing.assert_close(y, F.rms_norm(x + r, (shape[-1],), w, 1e-6), rtol=1e-5, atol=1e-6)
@@ -43,9 +45,9 @@ def test_add_rmsnorm_matches_torch_float32(shape):
 @pytest.mark.usefixtures("triton_kernel")
 def test_add_rmsnorm_float16_upcasts_like_llama():
     g = torch.Generator().manual_seed(1)
-    x = (torch.randn(4, 96, generator=g) * 300).half()   # x² overflows float16 (max 65504)
-    r = torch.randn(4, 96, generator=g).half()
-    w = torch.ones(96, dtype=torch.float16)
+    x = (torch.randn(4, 96, generator=g) * 300).half().to(DEV)   # x² overflows float16 (max 65504)
+    r = torch.randn(4, 96, generator=g).half().to(DEV)
+    w = torch.ones(96, dtype=torch.float16, device=DEV)
     h, y = fused.add_rmsnorm(x, r, w)
     hf = (x + r).float()
     ref = (hf * torch.rsqrt(hf.pow(2).mean(-1, keepdim=True) + 1e-6)).half()
@@ -56,18 +58,27 @@ def test_add_rmsnorm_float16_upcasts_like_llama():
 
 @pytest.mark.usefixtures("triton_kernel")
 def test_tiny_input_shows_eps_inside_the_root():
-    x, r = torch.full((2, 8), 1e-4), torch.zeros(2, 8)
-    _, y = fused.add_rmsnorm(x, r, torch.ones(8), eps=1e-6)
-    torch.testing.assert_close(y, x / torch.sqrt(torch.tensor(1e-8 + 1e-6)))   # not x / (1e-4 + 1e-6)
+    x, r = torch.full((2, 8), 1e-4, device=DEV), torch.zeros(2, 8, device=DEV)
+    _, y = fused.add_rmsnorm(x, r, torch.ones(8, device=DEV), eps=1e-6)
+    torch.testing.assert_close(y, x / torch.sqrt(torch.tensor(1e-8 + 1e-6, device=DEV)))   # not x / (1e-4 + 1e-6)
 
 
 @pytest.mark.usefixtures("triton_kernel")
 def test_bad_input_is_named():
-    x = torch.randn(2, 8)
+    x = torch.randn(2, 8, device=DEV)
     with pytest.raises(ValueError, match="形状必须相同"):
-        fused.add_rmsnorm(x, torch.randn(2, 9), torch.ones(8))
+        fused.add_rmsnorm(x, torch.randn(2, 9, device=DEV), torch.ones(8, device=DEV))
     with pytest.raises(ValueError, match="weight"):
-        fused.add_rmsnorm(x, torch.randn(2, 8), torch.ones(9))
+        fused.add_rmsnorm(x, torch.randn(2, 8, device=DEV), torch.ones(9, device=DEV))
+
+
+@pytest.mark.usefixtures("triton_kernel")
+def test_cpu_tensors_for_a_kernel_compiled_for_the_gpu_are_named(monkeypatch):
+    """With a GPU the kernel is compiled and cannot read CPU memory (Triton's own error is a bare
+    'Pointer argument cannot be accessed'); the call says which tensors to move, before launching."""
+    monkeypatch.setenv("TRITON_INTERPRET", "0")            # as on a machine with a GPU
+    with pytest.raises(ValueError, match="GPU"):
+        fused.add_rmsnorm(torch.randn(2, 8), torch.randn(2, 8), torch.ones(8))
 
 
 @pytest.mark.usefixtures("triton_kernel")
