@@ -238,7 +238,8 @@ class GroupNorm(nn.Module):
             raise ValueError(f"GroupNorm 期望输入形状 (N, C, *)，C = num_channels = {self.num_channels}，"
                              f"实际输入形状 {tuple(x.shape)}。(GroupNorm expected (N, {self.num_channels}, *).)")
         xc = x.to(_compute_dtype(x))
-        g = xc.reshape(x.shape[0], self.num_groups, -1)            # (N, G, C/G * spatial)
+        per_group = x.shape[1:].numel() // self.num_groups         # C/G * spatial (explicit: N may be 0)
+        g = xc.reshape(x.shape[0], self.num_groups, per_group)      # (N, G, C/G * spatial)
         mean = g.mean(dim=-1, keepdim=True)
         var = ((g - mean) ** 2).mean(dim=-1, keepdim=True)
         y = ((g - mean) / torch.sqrt(var + self.eps)).reshape(x.shape)

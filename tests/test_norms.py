@@ -180,6 +180,28 @@ def test_groupnorm_matches_torch(groups, shape, affine):
     assert_same_step(ours, ref, torch.randn(shape) * 4 + 1, torch.randn(shape), atol=tol, rtol=1e-5)
 
 
+
+@pytest.mark.parametrize("groups", [1, 2, 6])
+@pytest.mark.parametrize("shape", [(0, 6), (0, 6, 3), (0, 6, 3, 4), (0, 6, 0)])
+def test_groupnorm_empty_batch_returns_what_torch_returns(groups, shape):
+    """An empty batch (N = 0, as in PyTorch's own OpInfo samples for group_norm): torch returns an
+    empty tensor of the input's shape, an empty input grad and zero parameter grads; so do we
+    (a reshape to (N, G, -1) once raised 'cannot reshape tensor of 0 elements')."""
+    ours, ref = norms.GroupNorm(groups, 6), nn.GroupNorm(groups, 6)
+    randomize(ours, ref)
+    x = torch.randn(shape)
+    assert ours(x).shape == ref(x).shape == x.shape
+    assert_same_step(ours, ref, x, torch.randn(shape))
+    assert ours.double()(x.double()).dtype == torch.float64
+
+
+def test_groupnorm_empty_spatial_dims_return_an_empty_tensor():
+    """N = 2 samples with no positions (N, C, 0): the same empty output as torch. (torch's weight
+    grad there is NaN, 0/0 in its fused backward; ours is the empty sum, 0: not compared.)"""
+    x = torch.randn(2, 6, 0)
+    y = norms.GroupNorm(2, 6)(x)
+    assert y.shape == nn.GroupNorm(2, 6)(x).shape == (2, 6, 0)
+
 @pytest.mark.parametrize("shape", [(4, 3, 7), (2, 3, 4, 5)])
 @pytest.mark.parametrize("affine,track", [(False, False), (True, False), (True, True), (False, True)])
 @pytest.mark.parametrize("momentum", [0.1, None])
