@@ -169,6 +169,26 @@ def table(results: dict[str, dict[str, float]], title: str = "") -> Table:
     return Table(rows, ["contender", "median ms", "IQR ms", "× copy", "bytes/elem (nominal)"], title=title)
 
 
+GPU_RECORD = "gpu_04.json"   # normlab/records/: tools/gpu_bench.py on a lent GPU (its name and versions inside)
+
+
+def recorded_gpu() -> dict:
+    """The GPU measurement the course ships (normlab/records/gpu_04.json): readable on any machine, GPU or not."""
+    import json
+    from importlib import resources
+
+    return json.loads(resources.files("normlab").joinpath("records", GPU_RECORD).read_text(encoding="utf-8"))
+
+
+def recorded_gpu_table(case: str = "float32 (64, 512, 1024)") -> Table:
+    """One case of the GPU record as a table: do_bench median (CUDA events), bandwidth, × copy."""
+    rec = recorded_gpu()
+    rows = [(LABELS.get(key, key), f"{v['median_ms']:.4f}", f"{v['GBps']:.0f}", f"{v['ratio_to_copy']:.2f}",
+             BYTES.get(key, "?")) for key, v in rec["do_bench"][case].items()]
+    return Table(rows, ["contender", "median ms", "GB/s (nominal)", "× copy", "bytes/elem (float32)"],
+                 title=f"{rec['gpu']} · torch {rec['torch']} · Triton {rec['triton']} · {case}（记录 record）")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--full", action="store_true", help="bigger tensor (64, 512, 1024) and more rounds")
