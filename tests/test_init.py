@@ -87,3 +87,44 @@ def test_init_weights_leaves_non_linear_modules_alone():
     emb = model["emb"].weight.clone()
     init.init_weights_(model, 2, deepnorm_beta=0.5)
     assert torch.equal(model["norm"].weight, torch.full((8,), 2.0)) and torch.equal(model["emb"].weight, emb)
+
+
+def test_torchscale_init_matches_its_code_read_by_hand():
+    """torchscale (architecture/encoder.py, component/*.py) against bounds computed here: nn.Linear's
+    documented default U(+-1/sqrt(fan_in)) for fc1/fc2 (and every bias but out_proj's), Glorot's
+    uniform bound gain * sqrt(6 / (fan_in + fan_out)) for q/k/v (gain 1/sqrt 2) and out_proj, then
+    weights AND biases of fc1, fc2, v_proj, out_proj divided by the init scale."""
+    d, scale = 256, (8 * 12) ** 0.25
+    model = nn.ModuleDict({"q_proj": nn.Linear(d, d), "k_proj": nn.Linear(d, d), "v_proj": nn.Linear(d, d),
+                           "out_proj": nn.Linear(d, d), "fc1": nn.Linear(d, 4 * d), "fc2": nn.Linear(4 * d, d)})
+    init.torchscale_init_(model, scale, seed=3)
+    for name, lin in model.items():
+        div = scale if name in ("v_proj", "out_proj", "fc1", "fc2") else 1.0
+        fan_in, fan_out = lin.in_features, lin.out_features
+        if name in ("fc1", "fc2"):
+            bound = 1 / math.sqrt(fan_in)                                   # torch.nn.Linear's documented init
+        else:
+            gain = 1.0 if name == "out_proj" else 1 / math.sqrt(2)
+            bound = gain * math.sqrt(6 / (fan_in + fan_out))                # Glorot & Bengio 2010, uniform
+        w = lin.weight * div                                                # undo the division
+        assert w.abs().max().item() <= bound * (1 + 1e-6), name
+        assert w.std().item() == pytest.approx(bound / math.sqrt(3), rel=0.03), name   # uniform: std = bound/sqrt 3
+        b = lin.bias * div
+        if name == "out_proj":
+            assert torch.count_nonzero(lin.bias) == 0
+        else:                                                               # the default bias, divided too
+            assert b.abs().max().item() <= 1 / math.sqrt(fan_in) * (1 + 1e-6) and b.abs().max().item() > 0.8 / math.sqrt(fan_in), name
+    # with a 4x FFN, fc2's std is sqrt(5/24) ~ 0.456 of Figure 2's xavier_normal_(gain=beta) value
+    fig2 = (1 / scale) * math.sqrt(2 / (4 * d + d))
+    assert model["fc2"].weight.std().item() / fig2 == pytest.approx(math.sqrt(5 / 24), rel=0.03)
+
+
+def test_torchscale_init_keeps_the_callers_random_stream_and_rejects_a_bad_scale():
+    model = nn.ModuleDict({"fc1": nn.Linear(4, 4)})
+    torch.manual_seed(0)
+    expected = torch.rand(3)
+    torch.manual_seed(0)
+    init.torchscale_init_(model, 2.0, seed=9)
+    assert torch.equal(torch.rand(3), expected)
+    with pytest.raises(ValueError, match="positive"):
+        init.torchscale_init_(nn.ModuleDict({"fc1": nn.Linear(4, 4)}), 0.0)
