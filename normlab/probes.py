@@ -7,8 +7,8 @@ per layer i (h_i = output of layer i):
     stream_norm         mean over rows of ||h_i||_2 (the residual stream's size)
     grad_norm           ||dL/dh_i||_F (the gradient that reaches layer i's output)
     weight_grad         {parameter name: ||dL/dW||_F} for the layer's parameters
-    update_ratio        with steps > 0: per step, ||W_after - W_before||_F / ||W_before||_F over the
-                        layer's weight matrices (Karpathy's update:data ratio), on a copy of the model
+    update_ratio        with steps > 0: per step, the update:data ratio ``update_data_ratio`` of the
+                        layer's weight matrices, on a copy of the model
 
 Every hook is removed before ``probe`` returns (even if the loss raises), and the model you pass
 is never changed: optimisation steps run on a deep copy.
@@ -23,7 +23,18 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-__all__ = ["Probe", "probe", "find_layers", "streams", "jacobian_norms", "default_loss"]
+__all__ = ["Probe", "probe", "find_layers", "streams", "jacobian_norms", "default_loss", "update_data_ratio"]
+
+
+def update_data_ratio(before: Sequence[Tensor], after: Sequence[Tensor]) -> float:
+    """The course's one update:data ratio: ||W_after - W_before||_F / ||W_before||_F, the entries of all
+    the given weight tensors pooled (= RMS(dW) / RMS(W)). Karpathy's diagnostic (makemore part 3); his
+    code takes std(dW) / std(W), which differs only by the entries' means (weights: mean ~ 0)."""
+    if not before or len(before) != len(after):
+        raise ValueError("update_data_ratio 需要一一对应、非空的更新前后权重列表。(before/after: equal, non-empty lists)")
+    b = torch.cat([t.detach().reshape(-1) for t in before])
+    a = torch.cat([t.detach().reshape(-1) for t in after])
+    return ((a - b).norm() / b.norm()).item()
 
 
 @dataclass
@@ -123,7 +134,7 @@ def probe(model: nn.Module, x: Tensor, loss_fn: Callable[[Tensor], Tensor] = def
 
 def _update_ratios(model: nn.Module, layers: Sequence[nn.Module], x: Tensor,
                    loss_fn: Callable[[Tensor], Tensor], steps: int, lr: float) -> list[list[float]]:
-    """||Delta W||_F / ||W||_F per layer (weight matrices only) for each of ``steps`` Adam steps, on a copy."""
+    """update_data_ratio per layer (its weight matrices pooled) for each of ``steps`` Adam steps, on a copy."""
     index = {id(m): i for i, m in enumerate(model.modules())}
     twin = copy.deepcopy(model)
     twin_modules = list(twin.modules())
@@ -136,10 +147,7 @@ def _update_ratios(model: nn.Module, layers: Sequence[nn.Module], x: Tensor,
         opt.zero_grad(set_to_none=True)
         loss_fn(twin(x)).backward()
         opt.step()
-        ratios.append([
-            (sum(((p - b) ** 2).sum() for p, b in zip(ws, bs)) ** 0.5 /
-             sum((b ** 2).sum() for b in bs) ** 0.5).item() if ws else 0.0
-            for ws, bs in zip(weights, before)])
+        ratios.append([update_data_ratio(bs, ws) if ws else 0.0 for ws, bs in zip(weights, before)])
     return ratios
 
 

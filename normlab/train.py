@@ -7,7 +7,7 @@
 One step: lr(t) -> batch -> cross-entropy on every position -> backward -> (after_backward) -> step.
 Optional records (what the lessons measure while training):
     ratios=True    Karpathy's update:data ratio of each weight matrix (parameters with 2+ dims, in
-                   model order): std(W_after - W_before) / std(W_before)
+                   model order): probes.update_data_ratio, ||W_after - W_before||_F / ||W_before||_F
     update_batch=x_u  DeepNet §3's model update ||F(x_u; theta_t) - F(x_u; theta_{t-1})|| per step,
                    normalised per sample of that fixed batch (Figure 3)
     warmup=T       lr(t) = lr * min(1, (t+1) / T) (Xiong et al. 2020, §3.2); 0: constant lr
@@ -25,6 +25,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from .data import Task
+from .probes import update_data_ratio
 
 __all__ = ["train", "History", "warmup_lr", "one_thread", "accuracy"]
 
@@ -119,7 +120,7 @@ def train(model: nn.Module, data, steps: int, *, batch: int = 64, opt: str = "ad
             before = [w.detach().clone() for w in weights]
             optimizer.step()
             if ratios:
-                history.ratios.append([((w.detach() - b).std() / b.std()).item() for w, b in zip(weights, before)])
+                history.ratios.append([update_data_ratio([b], [w]) for w, b in zip(weights, before)])
             if update_batch is not None:
                 with torch.no_grad():
                     current = model(update_batch)
