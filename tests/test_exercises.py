@@ -367,3 +367,105 @@ def test_each_real_mistake_is_named(id, answer, finding):
     report = exercises.check(id, answer)
     assert finding in report.ids(), str(report)
     assert not ({"checker", "raised", "timeout", "not_written"} & report.ids()), str(report)
+
+
+# --------------------------------------------------------------------------- reports (issue 28 item 4)
+
+class _PlusOne(_Block):                     # [A]'s "the derivative is 1" taken literally (erratum A1)
+    def forward(self, x):
+        return self.branch(x) + 1
+
+
+def test_plus_one_is_diagnosed_as_plus_one_never_as_detach():
+    """`return self.branch(x) + 1` has no identity path: the report says so (plus_one), and its gradient
+    finding says the same instead of blaming .detach(); no message names a symbol it does not define."""
+    report = exercises.check("01.1", _PlusOne)
+    assert report.ids() == {"plus_one", "no_identity_gradient"}, str(report)
+    text = str(report)
+    assert "detach" not in text and "勘误 A1" in text
+    assert "g = ∂L/∂y" in text and "那一份 r" not in text          # the upstream gradient is defined where it is used
+    detached = exercises.check("01.1", _Detached)                    # the value right, the gradient cut: detach
+    assert detached.ids() == {"identity_detached"} and "g = ∂L/∂y" in str(detached), str(detached)
+
+
+def test_a_mistake_is_one_line_with_the_inputs_it_failed_on():
+    """Two probes fail with one mistake: one line (and one HTML row) naming both inputs, one counterexample;
+    code is plain text in the text form and <code> in the HTML, never literal backticks."""
+    report = exercises.check("01.1", _PlusOne)
+    plus_one = [f for f in report.failed if f.id == "plus_one"]
+    assert len(plus_one) == 2                                        # found on both inputs ...
+    text = str(report)
+    assert text.count("plus_one") == 1 and text.count("counterexample") == 0     # ... reported once
+    assert "(5, 8) float32; (2, 3, 8) float32" in text
+    assert text.count("expected:") == 2                              # plus_one's first input, the gradient's
+    assert "`" not in text and "return x + self.branch(x)" in text
+    page = report._repr_html_()
+    assert "`" not in page and "<code>return x + self.branch(x)</code>" in page
+    body = page.split("<tbody>", 1)[1]
+    assert body.count("<tr>") == 2 and re.search(r"<code[^>]*>\(5, 8\) float32</code><br><code[^>]*>\(2, 3, 8\) float32</code>", body)
+    assert all("text-align:left" in cell for cell in re.findall(r"<t[dh] [^>]*>", page))
+    single = exercises.check("01.1", _Detached)                      # one input: no "failed on" line
+    assert "failed on" not in str(single) and str(single).count("identity_detached:") == 1
+
+
+def test_drill_reports_group_the_same_mistake_too():
+    from normlab.drills.report import Finding, Report
+
+    a = Finding("unbiased_variance", False, "用了无偏方差：`x.var()` 默认 unbiased", {"input": "tensor(4, 8) float32 [1, 2]",
+                                                                                    "expected": "1", "got": "2"})
+    b = Finding("unbiased_variance", False, a.message, {"input": "tensor(2, 3, 8) float32 [3]", "expected": "3", "got": "4"})
+    c = Finding("half_float16", False, "float16 溢出", {"input": "tensor(4, 8) float16 [300]"}, level="production")
+    report = Report("layernorm", [a, b, c, Finding("grad", True, "ok"), Finding("grad", True, "ok")])
+    text = str(report)
+    assert text.count("unbiased_variance:") == 1 and "(4, 8) float32; (2, 3, 8) float32" in text
+    assert "x.var()" in text and "`" not in text and text.count("grad") == 1        # passed ids once
+    assert text.index("[面试级] unbiased_variance") < text.index("[工程级] half_float16")
+    page = report._repr_html_()
+    assert page.split("<tbody>", 1)[1].count("<tr>") == 2 and "<code>x.var()</code>" in page and "`" not in page
+
+
+# JupyterLab's rendermime rules for an output's HTML table (jupyterlab/packages/rendermime, base.css): right-aligned,
+# centred, middle-aligned cells. A report must read left-aligned under them.
+JUPYTERLAB_TABLE_CSS = """
+.jp-RenderedHTMLCommon table { border-collapse: collapse; border-spacing: 0; border: none; font-size: 13px;
+  table-layout: fixed; margin-left: auto; margin-bottom: 1em; margin-right: auto; }
+.jp-RenderedHTMLCommon td, .jp-RenderedHTMLCommon th, .jp-RenderedHTMLCommon tr { vertical-align: middle;
+  padding: 0.5em; line-height: normal; white-space: normal; max-width: none; border: none; }
+:not(.jp-RenderedMarkdown).jp-RenderedHTMLCommon td, :not(.jp-RenderedMarkdown).jp-RenderedHTMLCommon th,
+:not(.jp-RenderedMarkdown).jp-RenderedHTMLCommon tr { text-align: right; }
+.jp-RenderedHTMLCommon tbody tr:nth-child(even) { background: #f5f5f5; }
+.jp-RenderedHTMLCommon code { font-family: monospace; background: #eee; padding: 1px 5px; }
+body { font-family: 'Noto Sans CJK SC', 'WenQuanYi Zen Hei', sans-serif; margin: 16px; }
+"""
+
+
+def test_report_reads_left_aligned_under_jupyterlab_css(browser, tmp_path):
+    """In Chromium under JupyterLab's table rules: every cell left-aligned, the table at the output's left
+    edge, one row per mistake, no literal backtick; a plain table in the same place is right-aligned
+    (the rules do apply). The screenshot goes to build/artifacts/exercise_report_01_1.png."""
+    from conftest import ARTIFACTS
+
+    report = exercises.check("01.1", _PlusOne)
+    page = tmp_path / "report.html"
+    page.write_text(f"<!doctype html><meta charset='utf-8'><style>{JUPYTERLAB_TABLE_CSS}</style>"
+                    f"<div class='jp-RenderedHTMLCommon' id='out' style='width:1100px'>{report._repr_html_()}</div>"
+                    f"<div class='jp-RenderedHTMLCommon' style='width:1100px'><table id='plain'><tr><td>x</td></tr></table></div>",
+                    encoding="utf-8")
+    p = browser.new_page(viewport={"width": 1180, "height": 700})
+    try:
+        p.goto(page.as_uri())
+        got = p.evaluate("""() => {
+            const out = document.getElementById('out'), table = out.querySelector('table');
+            const cells = [...out.querySelectorAll('td, th')];
+            return {aligns: [...new Set(cells.map(c => getComputedStyle(c).textAlign))],
+                    tableLeft: table.getBoundingClientRect().left, outLeft: out.getBoundingClientRect().left,
+                    rows: out.querySelectorAll('tbody tr').length, text: out.innerText,
+                    plain: getComputedStyle(document.querySelector('#plain td')).textAlign};
+        }""")
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        p.screenshot(path=str(ARTIFACTS / "exercise_report_01_1.png"), full_page=True)
+    finally:
+        p.close()
+    assert got["plain"] == "right"                                   # the control: JupyterLab's rule is in force
+    assert got["aligns"] == ["left"] and abs(got["tableLeft"] - got["outLeft"]) < 1
+    assert got["rows"] == 2 and "`" not in got["text"] and "return x + self.branch(x)" in got["text"]

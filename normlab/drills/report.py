@@ -8,6 +8,7 @@ ranks, momentum=None, state_dict names and shapes). ``report.passed`` is the int
 from __future__ import annotations
 
 import html
+import re
 import signal
 import threading
 import traceback
@@ -35,13 +36,111 @@ class Finding:
 
 def example_lines(f: Finding) -> list[str]:
     """A failed finding's minimal counterexample, one indented line per field (input, expected, got)."""
-    return [f"        {k}: {v}" for k, v in f.example.items()]
+    return [f"        {k}: {plain(v)}" for k, v in f.example.items()]
 
 
 def passed_lines(findings: list[Finding]) -> list[str]:
-    """The one line naming every check that passed (none when nothing passed)."""
-    good = [f.id for f in findings if f.passed]
+    """The one line naming every check that passed (none when nothing passed), each id once."""
+    good = list(dict.fromkeys(f.id for f in findings if f.passed))
     return [f"  ✓ 通过 (passed): {', '.join(good)}"] if good else []
+
+
+# ---------------------------------------------------------------- rendering failures (issue 28 item 4)
+# A message marks code with `backticks`: the HTML form shows it as <code>, the text form drops the marks.
+CODE = re.compile(r"`([^`\n]+)`")
+CELL = "text-align:left;vertical-align:top;padding:2px 10px 2px 0"
+CODE_STYLE = "white-space:pre-wrap;word-break:break-word"
+
+
+def plain(text: str) -> str:
+    """The text form of a message: code shown without its backticks."""
+    return CODE.sub(r"\1", str(text))
+
+
+def rich(text: str) -> str:
+    """The HTML form of a message: escaped, `code` as <code>."""
+    return CODE.sub(lambda m: f"<code>{m.group(1)}</code>", html.escape(str(text), quote=False))
+
+
+def input_label(value: str) -> str:
+    """What an input was, in a few characters: "(5, 8) float32" for a tensor, else the value, cut at 40."""
+    m = re.match(r"tensor(\([^)]*\)) (\w+)", value)
+    if m:
+        return f"{m.group(1)} {m.group(2)}"
+    return value if len(value) <= 40 else value[:39] + "…"
+
+
+@dataclass
+class Failure:
+    """One mistake and every input it was found on: failed findings with the same level and message."""
+
+    level: str
+    message: str
+    findings: list[Finding]
+
+    @property
+    def ids(self) -> list[str]:
+        return list(dict.fromkeys(f.id for f in self.findings))
+
+    @property
+    def inputs(self) -> list[str]:
+        return list(dict.fromkeys(input_label(f.example["input"]) for f in self.findings if "input" in f.example))
+
+    @property
+    def example(self) -> dict[str, str]:
+        """The counterexample of the first input it failed on."""
+        return next((f.example for f in self.findings if f.example), {})
+
+
+def failures(findings: list[Finding], levels: tuple[str, ...] = LEVELS) -> list[Failure]:
+    """The failed findings grouped: one Failure per (level, message), in level order, then first appearance."""
+    groups: dict[tuple[str, str], Failure] = {}
+    for lv in levels:
+        for f in findings:
+            if not f.passed and f.level == lv:
+                groups.setdefault((lv, f.message), Failure(lv, f.message, [])).findings.append(f)
+    return list(groups.values())
+
+
+def failure_lines(findings: list[Finding], show_level: bool = True) -> list[str]:
+    """The text form: per mistake one line (✗ [level] id: message), the inputs it failed on when there
+    are several, and the counterexample of the first."""
+    lines = []
+    for g in failures(findings):
+        tag = f"[{LEVEL_NAME[g.level]}] " if show_level else ""
+        lines.append(f"  ✗ {tag}{', '.join(g.ids)}: {plain(g.message)}")
+        if len(g.inputs) > 1:
+            lines.append(f"      失败的输入 (failed on {len(g.inputs)} inputs): {'; '.join(g.inputs)}；反例取第一个 (first shown)")
+        lines += example_lines(Finding(g.ids[0], False, "", g.example))
+    return lines
+
+
+def failure_table(findings: list[Finding], show_level: bool = True) -> str:
+    """The HTML form: a left-aligned table, one row per mistake (the inputs it failed on in one cell,
+    the first counterexample in the next); empty when nothing failed."""
+    rows = []
+    for g in failures(findings):
+        level = f"<td style='{CELL}'>{LEVEL_NAME[g.level]}</td>" if show_level else ""
+        ids = "<br>".join(f"<code style='white-space:nowrap'>{html.escape(i)}</code>" for i in g.ids)
+        inputs = "<br>".join(f"<code style='white-space:nowrap'>{html.escape(i)}</code>" for i in g.inputs) or "—"
+        ex = "".join(f"<div><b>{html.escape(k)}</b> <code style='{CODE_STYLE}'>{html.escape(plain(v))}</code></div>"
+                     for k, v in g.example.items()) or "—"
+        rows.append(f"<tr><td style='{CELL};color:#c62828'>✗</td>{level}<td style='{CELL}'>{ids}</td>"
+                    f"<td style='{CELL}'>{rich(g.message)}</td><td style='{CELL}'>{inputs}</td>"
+                    f"<td style='{CELL}'>{ex}</td></tr>")
+    if not rows:
+        return ""
+    heads = ["", "级别 level"] if show_level else [""]
+    heads += ["检查 check", "结论 finding", "失败的输入 failed on", "反例 counterexample（第一个输入）"]
+    head = "".join(f"<th style='{CELL}'>{h}</th>" for h in heads)
+    return (f"<table class='nl-report' style='text-align:left;border-collapse:collapse;margin:4px 0;table-layout:auto'>"
+            f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+
+
+def passed_html(findings: list[Finding]) -> str:
+    good = list(dict.fromkeys(f.id for f in findings if f.passed))
+    return (f"<div style='color:#2e7d32;text-align:left'>✓ 通过 (passed): "
+            f"{', '.join(f'<code>{html.escape(i)}</code>' for i in good)}</div>") if good else ""
 
 
 @dataclass
@@ -129,36 +228,19 @@ class Report:
         if self.elapsed is not None:
             head += " · " + self.timing()
         lines = [head] + ["  " + line for line in self.level_lines()]
-        for lv in LEVELS:
-            for f in self.findings:
-                if f.passed or f.level != lv:
-                    continue
-                lines.append(f"  ✗ [{LEVEL_NAME[lv]}] {f.id}: {f.message}")
-                lines += example_lines(f)
-        return "\n".join(lines + passed_lines(self.findings))
+        return "\n".join(lines + failure_lines(self.findings) + passed_lines(self.findings))
 
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
         color = "#2e7d32" if self.passed_at() else "#c62828"
-        rows = []
-        for lv in LEVELS:
-            for f in self.findings:
-                if f.passed or f.level != lv:
-                    continue
-                ex = "<br>".join(f"<b>{html.escape(k)}</b>: <code>{html.escape(v)}</code>" for k, v in f.example.items())
-                rows.append(f"<tr><td style='color:#c62828'>✗</td><td>{LEVEL_NAME[lv]}</td>"
-                            f"<td><code>{html.escape(f.id)}</code></td><td>{html.escape(f.message)}</td><td>{ex}</td></tr>")
         title = (f"<b style='color:{color}'>{html.escape(self.kind)}: "
                  f"{'通过 PASSED' if self.passed_at() else '未通过 FAILED'}</b> · {html.escape(self.verdict())}")
         if self.elapsed is not None:
             title += " · " + html.escape(self.timing())
         levels = "".join(f"<div>{html.escape(line)}</div>" for line in self.level_lines())
-        table = (f"<table><thead><tr><th></th><th>级别 level</th><th>检查 check</th><th>结论 finding</th>"
-                 f"<th>反例 counterexample</th></tr></thead><tbody>{''.join(rows)}</tbody></table>") if rows else ""
-        good = [f.id for f in self.findings if f.passed]
-        passed = (f"<div style='color:#2e7d32'>✓ 通过 (passed): {html.escape(', '.join(good))}</div>") if good else ""
-        return f"<div>{title}{levels}{table}{passed}</div>"
+        return (f"<div style='text-align:left'><div>{title}</div>{levels}{failure_table(self.findings)}"
+                f"{passed_html(self.findings)}</div>")
 
 
 def mmss(seconds: float) -> str:

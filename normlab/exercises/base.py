@@ -30,7 +30,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ..drills.report import Finding, Report, SubmissionError, example_lines, guarded, passed_lines, short
+from ..drills.report import (Finding, Report, SubmissionError, failure_lines, failure_table, guarded, passed_html,
+                             passed_lines, short)
 from ..viz import Table
 
 __all__ = ["Exercise", "ExerciseReport", "NotWritten", "REGISTRY", "exercise", "run", "list_for", "call", "step",
@@ -75,7 +76,8 @@ def exercise(id: str, title: str, target_minutes: int = 10) -> Callable:
 
 class ExerciseReport(Report):
     """A drill Report (Finding list, ``passed``, ``ids()``) shown without the drills' two levels:
-    a verdict "3/4 项检查通过", each failed finding with its counterexample, then the passed ids."""
+    a verdict "3/4 项检查通过", one row per mistake with the inputs it failed on and the first
+    counterexample (report.failure_table / failure_lines), then the passed ids."""
 
     def verdict(self) -> str:
         n, bad = len(self.findings), len(self.failed)
@@ -83,10 +85,7 @@ class ExerciseReport(Report):
 
     def __str__(self) -> str:
         lines = [f"[{self.kind}] {'通过 PASSED' if self.passed else '未通过 FAILED'} · {self.verdict()}"]
-        for f in self.failed:
-            lines.append(f"  ✗ {f.id}: {f.message}")
-            lines += example_lines(f)
-        return "\n".join(lines + passed_lines(self.findings))
+        return "\n".join(lines + failure_lines(self.findings, show_level=False) + passed_lines(self.findings))
 
     __repr__ = __str__
 
@@ -94,15 +93,8 @@ class ExerciseReport(Report):
         color = "#2e7d32" if self.passed else "#c62828"
         title = (f"<b style='color:{color}'>{html.escape(self.kind)}: {'通过 PASSED' if self.passed else '未通过 FAILED'}"
                  f"</b> · {html.escape(self.verdict())}")
-        rows = "".join(
-            f"<tr><td style='color:#c62828'>✗</td><td><code>{html.escape(f.id)}</code></td><td>{html.escape(f.message)}</td>"
-            f"<td>{'<br>'.join(f'<b>{html.escape(k)}</b>: <code>{html.escape(v)}</code>' for k, v in f.example.items())}</td></tr>"
-            for f in self.failed)
-        table = (f"<table><thead><tr><th></th><th>检查 check</th><th>结论 finding</th><th>反例 counterexample</th></tr>"
-                 f"</thead><tbody>{rows}</tbody></table>") if rows else ""
-        good = [f.id for f in self.findings if f.passed]
-        passed = f"<div style='color:#2e7d32'>✓ 通过 (passed): {html.escape(', '.join(good))}</div>" if good else ""
-        return f"<div>{title}{table}{passed}</div>"
+        return (f"<div style='text-align:left'><div>{title}</div>{failure_table(self.findings, show_level=False)}"
+                f"{passed_html(self.findings)}</div>")
 
 
 def call(fn: object, *args, seconds: float = 2.0, **kwargs):

@@ -53,11 +53,15 @@ def check_residual_block(ResidualBlock) -> list:
                 continue
             with torch.no_grad():
                 mistakes = {"no_identity": (lambda: f(x), "输出是 F(x)：漏了恒等路径 (identity path) + x"),
+                            "plus_one": (lambda: f(x) + 1,
+                                         "输出是 F(x) + 1：恒等路径加的是输入 x 本身，不是常数 1。“对 x 求导得 1”"
+                                         "说的是 ∂x/∂x = I（勘误 A1），不是在输出上加 1；写 `return x + self.branch(x)`"),
                             "no_branch": (x, "输出就是 x：分支 F(x) 没有加上"),
                             "branch_twice": (lambda: x + f(x + f(x)), "分支用了两次：x + F(x + F(x))"),
                             "scaled": (lambda: (x + f(x)) / 2, "输出被除以 2：残差块就是 x + F(x)，不取平均")}
             out.append(compare(name, got, want, mistakes, f"输出 = x + F(x)，形状 {shape}",
-                               f"输出不等于 x + F(x)（形状 {shape}）", input=x))
+                               "输出不等于 x + F(x)", input=x))
+    value_ok = all(f.passed for f in out)
     with step(out, "registered"):
         if not isinstance(block, nn.Module):
             out.append(fail("registered", "ResidualBlock 应继承 nn.Module（否则没有 .parameters()，优化器找不到分支的权重）"))
@@ -69,17 +73,26 @@ def check_residual_block(ResidualBlock) -> list:
                 out.append(fail("not_registered", "block.parameters() 里没有分支的权重：把分支存成 self.branch = branch"
                                                   "（nn.Module 属性），不要放进普通 list/dict 或只在 forward 里引用"))
     with step(out, "gradient"):
+        # g plays ∂L/∂y: a random upstream gradient, so ∂L/∂x = g + J_Fᵀ g; the identity path passes g back unchanged
         x = _sample((4, 8), seed=7).requires_grad_()
-        r = _sample((4, 8), seed=8)
-        (call(block, x) * r).sum().backward()
+        g = _sample((4, 8), seed=8)
+        (call(block, x) * g).sum().backward()
         ref = x.detach().clone().requires_grad_()
-        (ref + f(ref)).mul(r).sum().backward()
+        (ref + f(ref)).mul(g).sum().backward()
+        upstream = "（检查时用一个随机的上游梯度 (upstream gradient) g = ∂L/∂y；∂L/∂x 应为 g + J_Fᵀ g，恒等路径把 g 原样传回 x）"
         if close(x.grad, ref.grad, 1e-5):
-            out.append(ok("gradient", "对 x 的梯度 = r + J_Fᵀ r：恒等路径把梯度原样传回"))
-        elif x.grad is not None and close(x.grad, ref.grad - r, 1e-5):
-            out.append(fail("identity_detached", "梯度里少了恒等路径那一份 r：x 被 .detach()/.data 了", expected=ref.grad, got=x.grad))
+            out.append(ok("gradient", "对 x 的梯度 = g + J_Fᵀ g（g = ∂L/∂y）：恒等路径把上游梯度原样传回"))
+        elif x.grad is not None and close(x.grad, ref.grad - g, 1e-5) and value_ok:
+            out.append(fail("identity_detached", "输出的值对，但梯度里少了恒等路径传回的那一份 g" + upstream +
+                            "：x 在加上去之前被 `.detach()` 或 `.data` 切断了，写 `x + self.branch(x)`",
+                            input=x.detach(), expected=ref.grad, got=x.grad))
+        elif x.grad is not None and close(x.grad, ref.grad - g, 1e-5):
+            out.append(fail("no_identity_gradient", "梯度里也少了恒等路径传回的那一份 g" + upstream +
+                            "：输出里没有 x 本身（见上面输出的结论），这一份梯度也就没有了",
+                            input=x.detach(), expected=ref.grad, got=x.grad))
         else:
-            out.append(fail("gradient", "对 x 的梯度与 autograd 的参考不一致", expected=ref.grad, got=x.grad))
+            out.append(fail("gradient", "对 x 的梯度与 autograd 的参考不一致" + upstream,
+                            input=x.detach(), expected=ref.grad, got=x.grad))
     return out
 
 
