@@ -14,7 +14,12 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.md"))
 sys.path.insert(0, str(ROOT / "tools"))
-import book  # noqa: E402  (tools/book.py)
+import book  # noqa: E402  (tools/book.py: staging and building the book)
+import execution  # noqa: E402  (tools/execution.py)
+import slide_model as model  # noqa: E402
+import slide_style as style  # noqa: E402
+import slides  # noqa: E402  (tools/slides.py)
+import static_outputs as static  # noqa: E402
 
 EXTRA = tuple(Path(p).stem for p in book.EXTRA_PAGES)   # the glossary and the teachers' guide
 
@@ -159,10 +164,10 @@ def test_widgets_are_static_front_ends_or_a_note(browser, book_url):
 
 def plain_widgets(nb: dict) -> dict[str, str | None]:
     """The plain ipywidgets outputs of an executed notebook: model id -> the progress bar's final text
-    (book.progress_text), None for any other widget."""
+    (static.progress_text), None for any other widget."""
     state = nb["metadata"].get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
-    return {o["data"][book.WIDGET_MIME]["model_id"]: book.progress_text(state, o["data"][book.WIDGET_MIME]["model_id"])
-            for c in nb["cells"] for o in c.get("outputs", []) if book.WIDGET_MIME in o.get("data", {})}
+    return {o["data"][static.WIDGET_MIME]["model_id"]: static.progress_text(state, o["data"][static.WIDGET_MIME]["model_id"])
+            for c in nb["cells"] for o in c.get("outputs", []) if static.WIDGET_MIME in o.get("data", {})}
 
 
 def first_note_text(name: str) -> str | None:
@@ -364,7 +369,7 @@ SLIDE_CHECK = r"""async (limits) => {
 
 def check_deck(browser, url: str):
     """Open a deck at 1280x720 and run SLIDE_CHECK on it: (its result, the page's console problems, the page)."""
-    limits = {"prose": book.SLIDE_PROSE, "code": book.SLIDE_CODE, "wide": book.WIDE.pattern}
+    limits = {"prose": model.SLIDE_PROSE, "code": model.SLIDE_CODE, "wide": model.WIDE.pattern}
     page, problems = open_clean(browser, url, height=720)
     page.wait_for_selector(".reveal.ready", timeout=15000)
     page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=15000)
@@ -373,10 +378,10 @@ def check_deck(browser, url: str):
 
 
 def model_problems(blocks: list[dict]) -> list[str]:
-    """Code blocks that take more rows in Chromium than the layout counted for them (book.code_rows)."""
+    """Code blocks that take more rows in Chromium than the layout counted for them (model.code_rows)."""
     out = []
     for b in blocks:
-        counted = book.code_block_rows(b["text"].split("\n"), book.FENCED_WIDTH if b["fenced"] else book.CODE_WIDTH)
+        counted = model.code_block_rows(b["text"].split("\n"), model.FENCED_WIDTH if b["fenced"] else model.CODE_WIDTH)
         if b["rows"] > counted:
             out.append(f"{b['where']}: code takes {b['rows']} rows, the layout counted {counted} "
                        f"({b['width']:.0f} px wide): {b['text'][:60]!r}")
@@ -384,8 +389,8 @@ def model_problems(blocks: list[dict]) -> list[str]:
 
 
 def test_slides_fit_a_projector_and_keep_answers_hidden_until_revealed(browser, decks_url, artifacts):
-    """Every slide of every deck in Chromium at 1280x720: within the limits (book.SLIDE_PROSE characters
-    of prose, book.SLIDE_CODE rows of code), nothing below the screen's bottom edge nor cut at the
+    """Every slide of every deck in Chromium at 1280x720: within the limits (model.SLIDE_PROSE characters
+    of prose, model.SLIDE_CODE rows of code), nothing below the screen's bottom edge nor cut at the
     slide's right edge, no code block taller than the layout counted it, and before a question's
     fragments are shown nothing of its answer (the outputs, the <details> body) is visible."""
     report = []
@@ -446,20 +451,20 @@ def test_the_slide_check_finds_what_is_cut_at_the_right_edge(browser, tmp_path, 
     """The right-edge check can fail: on a deck of too-wide things (a 200-character line of code, an
     unbreakable word, a table wider than the slide in an output and in markdown, a display formula,
     a run of prose with no place to break, a formula in an answer) it finds each one cut when the deck
-    is made without book.SLIDE_FIT_CSS, book.wrap_code_lines and book.FIT_MATH, and none with them;
+    is made without style.SLIDE_FIT_CSS, slides.wrap_code_lines and slides.FIT_MATH, and none with them;
     there the wrapped code takes no more rows than the layout counts."""
     import copy
 
     from conftest import serve
 
-    book.copy_slide_vendor(tmp_path)
-    exporter = book.slides_exporter()
+    slides.copy_slide_vendor(tmp_path)
+    exporter = slides.slides_exporter()
     nb = too_wide_notebook()
-    (tmp_path / "fixed.slides.html").write_text(book.slides_html(exporter, copy.deepcopy(nb)), encoding="utf-8")
-    monkeypatch.setattr(book, "SLIDE_CSS", book.SLIDE_CSS.replace(book.SLIDE_FIT_CSS, ""))
-    monkeypatch.setattr(book, "wrap_code_lines", lambda html: html)
-    monkeypatch.setattr(book, "FIT_MATH", "var update = function(event){};")
-    (tmp_path / "unfixed.slides.html").write_text(book.slides_html(exporter, copy.deepcopy(nb)), encoding="utf-8")
+    (tmp_path / "fixed.slides.html").write_text(slides.slides_html(exporter, copy.deepcopy(nb)), encoding="utf-8")
+    monkeypatch.setattr(style, "SLIDE_CSS", style.SLIDE_CSS.replace(style.SLIDE_FIT_CSS, ""))
+    monkeypatch.setattr(slides, "wrap_code_lines", lambda html: html)
+    monkeypatch.setattr(slides, "FIT_MATH", "var update = function(event){};")
+    (tmp_path / "unfixed.slides.html").write_text(slides.slides_html(exporter, copy.deepcopy(nb)), encoding="utf-8")
     url, server = serve(tmp_path)
     titles = {"长代码", "缩进的长代码", "不断开的长词", "输出里的宽表", "正文里的宽表", "公式", "一长串名字", "答案里的公式"}
     try:
@@ -510,9 +515,9 @@ def test_book_build_fails_when_a_notebook_cell_raises(tmp_path):
                    encoding="utf-8")
     try:
         with pytest.raises(SystemExit, match="99_broken"):
-            book.execute_all(jobs=1, srcs=[src])
+            execution.execute_all(jobs=1, srcs=[src])
     finally:
-        (book.EXECUTED / "99_broken.ipynb").unlink(missing_ok=True)
+        (execution.EXECUTED / "99_broken.ipynb").unlink(missing_ok=True)
 
 
 def test_executed_notebooks_keep_their_figures_under_any_mplbackend(tmp_path, monkeypatch):
@@ -523,9 +528,9 @@ def test_executed_notebooks_keep_their_figures_under_any_mplbackend(tmp_path, mo
     src.write_text(f"---{header}---\n\n# 图\n\n```{{code-cell}} ipython3\nimport matplotlib.pyplot as plt\n"
                    "plt.plot([0, 1]); plt.show()\n```\n", encoding="utf-8")
     monkeypatch.setenv("MPLBACKEND", "Agg")
-    out = book.EXECUTED / "99_figure.ipynb"
+    out = execution.EXECUTED / "99_figure.ipynb"
     try:
-        book.execute_all(jobs=1, srcs=[src])
+        execution.execute_all(jobs=1, srcs=[src])
         outputs = [o for c in json.loads(out.read_text(encoding="utf-8"))["cells"] for o in c.get("outputs", [])]
         assert any("image/png" in o.get("data", {}) for o in outputs), outputs
     finally:

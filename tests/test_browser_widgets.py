@@ -354,20 +354,23 @@ toy"""
 @pytest.fixture(scope="module")
 def toy_site(tmp_path_factory):
     """A one-notebook book and deck built the way tools/book.py builds the course's: the notebook
-    executed by book.execute_all (NORMLAB_STATIC=1), staged with static_widgets, built by Sphinx
+    executed by execution.execute_all (NORMLAB_STATIC=1), staged with static_widgets, built by Sphinx
     with the book's settings, and exported by the slides' exporter."""
     import nbformat
 
     sys.path.insert(0, str(ROOT / "tools"))
     import book
+    import execution
+    import slides
+    import static_outputs as static
 
     d = tmp_path_factory.mktemp("toysite")
     header = (ROOT / "notebooks" / "00_course_map.md").read_text(encoding="utf-8").split("---", 2)[1]
     src = d / "99_toy.md"
     src.write_text(f"---{header}---\n\n# 玩具\n\n```{{code-cell}} ipython3\n{TOY_CELL}\n```\n", encoding="utf-8")
-    executed = book.EXECUTED / "99_toy.ipynb"
+    executed = execution.EXECUTED / "99_toy.ipynb"
     try:
-        book.execute_all(jobs=1, srcs=[src])
+        execution.execute_all(jobs=1, srcs=[src])
         nb = nbformat.read(executed, 4)
     finally:
         executed.unlink(missing_ok=True)
@@ -383,7 +386,7 @@ def toy_site(tmp_path_factory):
         (site / name).write_bytes((ROOT / "book" / name).read_bytes())
     (site / "_static" / "normlab.js").write_text(book.THEME_JS, encoding="utf-8")
     (site / "intro.md").write_text("# 首页\n\n[玩具](notebooks/99_toy)\n", encoding="utf-8")
-    book.static_widgets(nb)
+    static.static_widgets(nb)
     nbformat.write(nb, site / "notebooks" / "99_toy.ipynb")
     (site / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: notebooks/99_toy\n", encoding="utf-8")
     book.write_sphinx_conf(site)
@@ -391,8 +394,8 @@ def toy_site(tmp_path_factory):
 
     slides = d / "slides"
     slides.mkdir()
-    book.copy_slide_vendor(slides)
-    (slides / "99_toy.slides.html").write_text(book.slides_html(book.slides_exporter(), nb), encoding="utf-8")
+    slides.copy_slide_vendor(slides)
+    (slides / "99_toy.slides.html").write_text(slides.slides_html(slides.slides_exporter(), nb), encoding="utf-8")
     return site / "html", slides
 
 

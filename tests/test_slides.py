@@ -17,9 +17,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
-import book  # noqa: E402  (tools/book.py)
+import execution  # noqa: E402  (tools/execution.py: build/executed/)
+import slide_layout as layout  # noqa: E402  (the splitting rules)
+import slide_model as model  # noqa: E402  (the text-height model)
+import slide_style as style  # noqa: E402  (the slides' CSS)
+import slides as decks  # noqa: E402  (tools/slides.py: the decks)
+import static_outputs as static  # noqa: E402  (widget outputs made static)
 
-EXECUTED = sorted(book.EXECUTED.glob("[0-9][0-9]_*.ipynb"))
+EXECUTED = sorted(execution.EXECUTED.glob("[0-9][0-9]_*.ipynb"))
 LESSONS_WITH_SUMMARY = {"01_residuals", "02_batchnorm", "03_layernorm", "04_rmsnorm", "05_deepnorm",
                         "06_placement", "07_beyond", "09_companion"}
 
@@ -64,11 +69,11 @@ def notebook(*cells, widgets: dict | None = None) -> nbformat.NotebookNode:
     return nb
 
 
-def lay_out(nb: nbformat.NotebookNode) -> tuple[nbformat.NotebookNode, book.SlideLayout]:
+def lay_out(nb: nbformat.NotebookNode) -> tuple[nbformat.NotebookNode, layout.SlideLayout]:
     """What slides_html does before nbconvert exports the deck."""
     nb = copy.deepcopy(nb)
-    book.static_widgets(nb)
-    return nb, book.slide_types(nb)
+    static.static_widgets(nb)
+    return nb, layout.slide_types(nb)
 
 
 def slides(nb: nbformat.NotebookNode) -> list[list]:
@@ -92,24 +97,24 @@ def shown_input(cell) -> bool:
 
 def prose(slide: list) -> float:
     """Visible prose of a slide with every fragment shown and every <details> closed."""
-    return sum(book.unit_prose(k, t) for c in slide if c.cell_type == "markdown" and kind(c) != "notes"
-               for k, t in book.markdown_units(c.source))
+    return sum(model.unit_prose(k, t) for c in slide if c.cell_type == "markdown" and kind(c) != "notes"
+               for k, t in model.markdown_units(c.source))
 
 
 def code_lines(slide: list) -> int:
     """Rows of code a slide shows: a line that wraps counts each of its rows."""
-    lines = sum(book.code_block_rows(c.source.rstrip().split("\n")) for c in slide if shown_input(c))
-    return lines + sum(book.code_lines(k, t) for c in slide if c.cell_type == "markdown" and kind(c) != "notes"
-                       for k, t in book.markdown_units(c.source))
+    lines = sum(model.code_block_rows(c.source.rstrip().split("\n")) for c in slide if shown_input(c))
+    return lines + sum(model.code_lines(k, t) for c in slide if c.cell_type == "markdown" and kind(c) != "notes"
+                       for k, t in model.markdown_units(c.source))
 
 
 def is_question(cell) -> bool:
     return cell.cell_type == "markdown" and kind(cell) != "notes" and any(
-        k == "para" and book.QUESTION.match(t) for k, t in book.markdown_units(cell.source))
+        k == "para" and model.QUESTION.match(t) for k, t in model.markdown_units(cell.source))
 
 
 def is_answer(cell) -> bool:
-    return cell.cell_type == "markdown" and bool(book.ANSWER.match(cell.source))
+    return cell.cell_type == "markdown" and bool(model.ANSWER.match(cell.source))
 
 
 def question_problems(nb: nbformat.NotebookNode) -> list[str]:
@@ -141,18 +146,18 @@ def question_problems(nb: nbformat.NotebookNode) -> list[str]:
     return problems
 
 
-def check_limits(nb: nbformat.NotebookNode, layout: book.SlideLayout, name: str) -> None:
+def check_limits(nb: nbformat.NotebookNode, layout: layout.SlideLayout, name: str) -> None:
     for n, slide in enumerate(slides(nb)):
         where = f"{name} slide {n} ({slide[0].source[:40]!r})"
-        assert prose(slide) <= book.SLIDE_PROSE, f"{where}: {prose(slide)} characters of prose"
-        assert code_lines(slide) <= book.SLIDE_CODE, f"{where}: {code_lines(slide)} lines of code"
+        assert prose(slide) <= model.SLIDE_PROSE, f"{where}: {prose(slide)} characters of prose"
+        assert code_lines(slide) <= model.SLIDE_CODE, f"{where}: {code_lines(slide)} lines of code"
         assert sum(kind(c) == "notes" for c in slide) <= 1, f"{where}: more than one notes cell"
     assert len(layout.sizes) == len(slides(nb))
     for n, ((_, _, height), slide) in enumerate(zip(layout.sizes, slides(nb))):
         content = [c for c in slide if kind(c) != "notes" and not c.source.endswith("（续）")]
         widget = len(content) == 1 and any("normlab-web" in "".join(o.get("data", {}).get("text/html", ""))
                                            for o in content[0].get("outputs", []))
-        assert height <= book.SLIDE_ROOM or widget, f"{name} slide {n}: estimated {height:.0f} px high"
+        assert height <= model.SLIDE_ROOM or widget, f"{name} slide {n}: estimated {height:.0f} px high"
 
 
 def progress_widget(state: dict, key: str, desc: str, n: float, total: float, style: str = "success") -> nbformat.NotebookNode:
@@ -163,7 +168,7 @@ def progress_widget(state: dict, key: str, desc: str, n: float, total: float, st
     state[ids[2]] = {"model_name": "FloatProgressModel", "state": {"value": n, "max": total, "bar_style": style}}
     state[ids[3]] = {"model_name": "HTMLModel", "state": {"value": f"\u2007{n:g}/{total:g}\u2007[00:01&lt;00:00]"}}
     return nbformat.v4.new_output("display_data", data={
-        book.WIDGET_MIME: {"model_id": ids[0], "version_major": 2, "version_minor": 0},
+        static.WIDGET_MIME: {"model_id": ids[0], "version_major": 2, "version_minor": 0},
         "text/plain": f"{desc}:   0%|          | 0/{total:g}"})
 
 
@@ -191,7 +196,7 @@ def test_a_paragraph_longer_than_a_slide_goes_to_the_notes():
     check_limits(nb, layout, "synthetic")
     shown = [c.source for c in nb.cells if c.cell_type == "markdown" and kind(c) != "notes"]
     notes = [c.source for c in nb.cells if kind(c) == "notes"]
-    cut = next(s for s in shown if book.PROSE_CUT in s)
+    cut = next(s for s in shown if model.PROSE_CUT in s)
     assert "第 0 句" in cut and long not in "".join(shown)
     assert any(long in n for n in notes)               # the whole paragraph, in the slide's notes
     assert slides(nb)[1][-1] is next(c for c in nb.cells if kind(c) == "notes")
@@ -204,8 +209,8 @@ def test_a_long_code_cell_shows_its_first_lines_and_the_notes_hold_all_of_it():
     inputs = [c for c in nb.cells if shown_input(c)]
     assert len(inputs) == 1
     lines = inputs[0].source.split("\n")
-    assert lines[:book.CODE_HEAD] == source.split("\n")[:book.CODE_HEAD] and lines[-1] == book.CODE_CUT
-    assert len(lines) <= book.SLIDE_CODE
+    assert lines[:model.CODE_HEAD] == source.split("\n")[:model.CODE_HEAD] and lines[-1] == model.CODE_CUT
+    assert len(lines) <= model.SLIDE_CODE
     notes = [c.source for c in nb.cells if kind(c) == "notes"]
     assert len(notes) == 1 and source in notes[0]
     assert any(c.outputs and c.outputs[0].get("text") == "done\n" for c in nb.cells if c.cell_type == "code")
@@ -285,7 +290,7 @@ def test_progress_bars_become_their_final_text():
     bars = [progress_widget(state, "a", "none lr=0.03", 300, 300), progress_widget(state, "b", "bn lr=1.0", 300, 300),
             progress_widget(state, "c", "train", 57, 400, style="danger")]
     state["slider"] = {"model_name": "IntSliderModel", "state": {"value": 3}}
-    slider = nbformat.v4.new_output("display_data", data={book.WIDGET_MIME: {"model_id": "slider"}, "text/plain": "IntSlider"})
+    slider = nbformat.v4.new_output("display_data", data={static.WIDGET_MIME: {"model_id": "slider"}, "text/plain": "IntSlider"})
     nb, _ = lay_out(notebook(md("# 标题"), code("train()", *bars, text("done\n")), code("interact(f)", slider),
                              widgets=state))
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
@@ -293,8 +298,8 @@ def test_progress_bars_become_their_final_text():
     assert len(progress) == 1                                   # consecutive bars: one block
     lines = progress[0]["data"]["text/plain"].split("\n")
     assert lines == ["none lr=0.03: 100% 300/300", "bn lr=1.0: 100% 300/300", "train: 14% 57/400（中断 interrupted）"]
-    assert not any(book.WIDGET_MIME in o.get("data", {}) for o in outputs)
-    assert sum(book.WIDGET_NOTE == o.get("data", {}).get("text/html") for o in outputs) == 1   # the slider: the note
+    assert not any(static.WIDGET_MIME in o.get("data", {}) for o in outputs)
+    assert sum(static.WIDGET_NOTE == o.get("data", {}).get("text/html") for o in outputs) == 1   # the slider: the note
     assert "widgets" not in nb.metadata
 
 
@@ -303,7 +308,7 @@ def test_the_summary_section_starts_the_summary_slide():
     nb, layout = lay_out(notebook(md("# 标题"), md("## 一节\n\n正文。"), md(f"## 面试要点\n\n{items}"),
                                   md("## 练习 (exercises)\n\n做题。")))
     check_limits(nb, layout, "synthetic")
-    summary = [c for c in nb.cells if c.source.startswith(f"## {book.SUMMARY_TITLE}")]
+    summary = [c for c in nb.cells if c.source.startswith(f"## {model.SUMMARY_TITLE}")]
     assert len(summary) == 1 and kind(summary[0]) == "slide"
     assert "面试要点" not in "".join(c.source for c in nb.cells if c.source.startswith("## 面试要点"))
     after = nb.cells[nb.cells.index(summary[0]):]
@@ -316,7 +321,7 @@ def test_notes_of_one_slide_are_one_cell_and_the_deck_exports():
     laid, _ = lay_out(nb)
     notes = [c for c in laid.cells if kind(c) == "notes"]
     assert len(notes) == 1 and "举手投票" in notes[0].source and "第二条提示" in notes[0].source
-    html = book.slides_html(book.slides_exporter(), copy.deepcopy(nb))
+    html = decks.slides_html(decks.slides_exporter(), copy.deepcopy(nb))
     assert html.count('<aside class="notes">') == 1
     assert html.count('class="fragment"') == 2                 # the output, the answer
     assert "Reveal.initialize({center: false," in html
@@ -327,24 +332,24 @@ LONG_LINE = "y = " + " + ".join(f"weights[{i}] * inputs[{i}]" for i in range(8))
 
 
 def test_code_rows_count_a_wrapped_line_as_the_rows_it_takes():
-    columns = int(book.CODE_WIDTH // book.CODE_CHAR)            # characters across a code cell
+    columns = int(model.CODE_WIDTH // model.CODE_CHAR)            # characters across a code cell
     assert 100 <= columns <= 110
-    assert book.code_rows("") == book.code_rows("x = 1") == 1
-    assert book.code_rows("x" * columns) == 1 and book.code_rows("x" * (columns + 1)) == 2   # a word: broken anywhere
-    assert len(LONG_LINE) > columns and book.code_rows(LONG_LINE) == 2
+    assert model.code_rows("") == model.code_rows("x = 1") == 1
+    assert model.code_rows("x" * columns) == 1 and model.code_rows("x" * (columns + 1)) == 2   # a word: broken anywhere
+    assert len(LONG_LINE) > columns and model.code_rows(LONG_LINE) == 2
     # wrapped at a space: a word that does not fit the row starts the next one, whole
     words = " ".join(["abcdefghi"] * 11)                          # 109 characters, the last word past the row
-    assert book.code_rows(words) == 2
+    assert model.code_rows(words) == 2
     # the rows after the first start CODE_HANG columns right of the line's own indent: fewer fit
-    rest = columns - 8 - book.CODE_HANG
-    assert book.code_rows(" " * 8 + "a" * 50 + " " + "b" * rest) == 2
-    assert book.code_rows(" " * 8 + "a" * 50 + " " + "b" * (rest + 1)) == 3
-    assert book.code_rows("a" * 50 + " " + "b" * (rest + 1)) == 2        # no indent: a longer second row
+    rest = columns - 8 - model.CODE_HANG
+    assert model.code_rows(" " * 8 + "a" * 50 + " " + "b" * rest) == 2
+    assert model.code_rows(" " * 8 + "a" * 50 + " " + "b" * (rest + 1)) == 3
+    assert model.code_rows("a" * 50 + " " + "b" * (rest + 1)) == 2        # no indent: a longer second row
     # Chinese characters are wider than Latin ones
-    assert book.code_rows("# " + "归一化" * 24) >= 2 and book.code_rows("# " + "abc" * 24) == 1
-    assert book.code_block_rows(["x = 1", LONG_LINE, ""]) == 4
-    assert book.code_head(["x = 1", LONG_LINE, "z = 2"], 3) == ["x = 1", LONG_LINE]
-    assert book.code_head([LONG_LINE, "z = 2"], 1) == []
+    assert model.code_rows("# " + "归一化" * 24) >= 2 and model.code_rows("# " + "abc" * 24) == 1
+    assert model.code_block_rows(["x = 1", LONG_LINE, ""]) == 4
+    assert model.code_head(["x = 1", LONG_LINE, "z = 2"], 3) == ["x = 1", LONG_LINE]
+    assert model.code_head([LONG_LINE, "z = 2"], 1) == []
 
 
 def test_a_wrapped_line_counts_its_rows_on_the_slide():
@@ -354,7 +359,7 @@ def test_a_wrapped_line_counts_its_rows_on_the_slide():
     check_limits(nb, layout, "synthetic")
     assert [c.source for c in nb.cells if shown_input(c)] == [source]
     _, lines, height = layout.sizes[0]
-    assert lines == 13 and height >= book.CODE_LINE * 13 + book.CODE_PAD
+    assert lines == 13 and height >= model.CODE_LINE * 13 + model.CODE_PAD
     # two cells: 8 + 4 lines would share a slide, but the 4 long lines take 8 rows: 16 > SLIDE_CODE
     short, long = "\n".join(f"x{i} = {i}" for i in range(8)), "\n".join([LONG_LINE] * 4)
     nb, layout = lay_out(notebook(md("# 标题"), code(short), code(long)))
@@ -369,18 +374,18 @@ def test_a_cell_of_long_lines_shows_the_rows_that_fit_and_the_notes_hold_all_of_
     nb, layout = lay_out(notebook(md("# 标题"), code(source)))
     check_limits(nb, layout, "synthetic")
     shown = next(c.source for c in nb.cells if shown_input(c)).split("\n")
-    assert shown == [LONG_LINE] * (book.CODE_HEAD // 2) + [book.CODE_CUT]
-    assert book.code_block_rows(shown) <= book.SLIDE_CODE
+    assert shown == [LONG_LINE] * (model.CODE_HEAD // 2) + [model.CODE_CUT]
+    assert model.code_block_rows(shown) <= model.SLIDE_CODE
     assert any(source in c.source for c in nb.cells if kind(c) == "notes")
 
 
 def test_wrapped_code_in_markdown_and_text_outputs_counts_its_rows():
     fenced = f"```python\n{LONG_LINE}\nx = 1\n```"
-    assert book.code_lines("code", fenced) == 3
-    assert book.unit_height("code", fenced) == book.CODE_LINE * 3 + book.CODE_PAD
-    columns = int((book.OUTPUT_WIDTH - book.CODE_WIDE) // book.CODE_CHAR)
-    assert book.text_rows("0.5, " * 40) == 3 and book.text_rows("ok\n" + "x" * columns) == 2
-    assert book.output_height(text("0.5, " * 40)) == book.CODE_LINE * 3 + 30
+    assert model.code_lines("code", fenced) == 3
+    assert model.unit_height("code", fenced) == model.CODE_LINE * 3 + model.CODE_PAD
+    columns = int((model.OUTPUT_WIDTH - model.CODE_WIDE) // model.CODE_CHAR)
+    assert model.text_rows("0.5, " * 40) == 3 and model.text_rows("ok\n" + "x" * columns) == 2
+    assert model.output_height(text("0.5, " * 40)) == model.CODE_LINE * 3 + 30
 
 
 def test_each_line_of_highlighted_code_is_a_block_with_its_hanging_indent():
@@ -388,25 +393,25 @@ def test_each_line_of_highlighted_code_is_a_block_with_its_hanging_indent():
     a token that crosses lines (a docstring) is closed and opened again; the text is unchanged."""
     pre = ('<div class="highlight hl-ipython3"><pre><span></span><span class="k">def</span> f():\n'
            '    <span class="sd">"""Two\n    lines."""</span>\n\n    <span class="k">return</span> 1\n</pre></div>')
-    out = book.wrap_code_lines(pre)
+    out = decks.wrap_code_lines(pre)
     assert out == ('<div class="highlight hl-ipython3"><pre>'
                    '<span class="nl-line" style="--nl-hang: 4ch"><span></span><span class="k">def</span> f():\n</span>'
                    '<span class="nl-line" style="--nl-hang: 8ch">    <span class="sd">"""Two\n</span></span>'
                    '<span class="nl-line" style="--nl-hang: 8ch"><span class="sd">    lines."""</span>\n</span>'
                    '<span class="nl-line" style="--nl-hang: 4ch">\n</span>'
                    '<span class="nl-line" style="--nl-hang: 8ch">    <span class="k">return</span> 1\n</span></pre></div>')
-    assert book.strip_tags(out) == book.strip_tags(pre)
+    assert model.strip_tags(out) == model.strip_tags(pre)
     # in a deck: every line of a cell's code, and the CSS that wraps it
-    html = book.slides_html(book.slides_exporter(), notebook(md("# 标题"), code("def f(x):\n    return x\n\nf(1)")))
-    assert html.count('class="nl-line"') == 4 and book.SLIDE_FIT_CSS in html and "white-space: pre-wrap" in book.SLIDE_FIT_CSS
+    html = decks.slides_html(decks.slides_exporter(), notebook(md("# 标题"), code("def f(x):\n    return x\n\nf(1)")))
+    assert html.count('class="nl-line"') == 4 and style.SLIDE_FIT_CSS in html and "white-space: pre-wrap" in style.SLIDE_FIT_CSS
 
 
 def test_visible_prose_counts_what_a_reader_sees():
-    assert book.prose_length("批归一化") == 4
-    assert book.prose_length("**BN** 的 `eps`") == 1 + 0.5 * (2 + 3)
-    assert book.prose_length("均值 $\\mu = \\frac{1}{m}\\sum x$ 和 [链接](https://example.org/a/very/long/url)") == 6
-    assert book.prose_length("<!--rec key 0.1..0.2-->答") == 1
-    assert book.prose_length("| 列 | 值 |\n|---|---|\n| 甲 | 1 |") == 3.5
+    assert model.prose_length("批归一化") == 4
+    assert model.prose_length("**BN** 的 `eps`") == 1 + 0.5 * (2 + 3)
+    assert model.prose_length("均值 $\\mu = \\frac{1}{m}\\sum x$ 和 [链接](https://example.org/a/very/long/url)") == 6
+    assert model.prose_length("<!--rec key 0.1..0.2-->答") == 1
+    assert model.prose_length("| 列 | 值 |\n|---|---|\n| 甲 | 1 |") == 3.5
 
 
 # --- the course's executed notebooks --------------------------------------------------------------------
@@ -438,8 +443,8 @@ def test_course_progress_bars_are_text_and_lessons_end_with_a_summary_slide():
     for path in EXECUTED:
         source = nbformat.read(path, 4)
         state = source.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
-        expected = [book.progress_text(state, o["data"][book.WIDGET_MIME]["model_id"]) for c in source.cells
-                    for o in c.get("outputs", []) if book.WIDGET_MIME in o.get("data", {})]
+        expected = [static.progress_text(state, o["data"][static.WIDGET_MIME]["model_id"]) for c in source.cells
+                    for o in c.get("outputs", []) if static.WIDGET_MIME in o.get("data", {})]
         expected = [t for t in expected if t is not None]
         nb, _ = lay_out(source)
         shown = [line for c in nb.cells if c.cell_type == "code" for o in c.outputs
@@ -448,10 +453,10 @@ def test_course_progress_bars_are_text_and_lessons_end_with_a_summary_slide():
         assert shown == expected, path.stem
         assert all(re.fullmatch(r".+: \d+% \d+/\d+(（中断 interrupted）)?", line) for line in shown), shown[:3]
         bars += len(shown)
-        if any(c.cell_type == "markdown" and kind(c) == "slide" and c.source.startswith(f"## {book.SUMMARY_TITLE}")
+        if any(c.cell_type == "markdown" and kind(c) == "slide" and c.source.startswith(f"## {model.SUMMARY_TITLE}")
                for c in nb.cells):
             decks_with_summary.add(path.stem)
     missing = (LESSONS_WITH_SUMMARY & {p.stem for p in EXECUTED}) - decks_with_summary
-    assert not missing, f"no {book.SUMMARY_TITLE} slide in {sorted(missing)}"
+    assert not missing, f"no {model.SUMMARY_TITLE} slide in {sorted(missing)}"
     if any(p.stem == "02_batchnorm" for p in EXECUTED):
         assert bars >= 30          # 02 alone trains 32 times
