@@ -7,9 +7,12 @@ import math
 
 import torch
 
-from ..report import Finding
+from ..report import Finding, SubmissionError
 from .formulas import FIXED_EPS, Formula, Probe, deviation_findings, search
-from .probes import PROD, Builder, _raised, close, fail, find_bias, find_gain, ok, output_of, set_tensor, step
+from .diagnosis import KEEPDIM, is_broadcast_error, property_findings
+from .probes import (PROD, Builder, _raised, close, fail, find_bias, find_gain, is_timeout, ok, output_of, set_tensor,
+                     step)
+from .properties import measure
 from .references import _ln_reference
 
 # ---------------------------------------------------------------- LayerNorm / RMSNorm (modules)
@@ -26,6 +29,13 @@ def ln_checks(impl, rms: bool = False, out: list[Finding] | None = None) -> list
     if _raised(out, "construct"):
         return out              # nothing else can run: one finding, not the same error once per check
 
+    flat = _ln_layout(build, rms, kind, g, D, out)       # (B, T, D) inputs, or (N, D) when only those run
+    if flat is None:
+        for note, text in build.notes.items():
+            out.append(fail(note, text, level=PROD))
+        return out
+    sh = (lambda *s: (math.prod(s[:-1]), s[-1])) if flat else (lambda *s: s)       # noqa: E731
+
     # interview probes: eps 1e-5 (1e-6) and 1e-2, |x| 1e-3 ... 1e3, int normalized_shape, float32
     plan = [("forward", eps0, 3.0, 1.0), ("eps_used", 1e-2, 0.1, 0.05 if not rms else 0.0),
             ("small_inputs", eps0, 1e-3, 0.0), ("large_inputs", eps0, 1e3, 0.0)]
@@ -35,7 +45,7 @@ def ln_checks(impl, rms: bool = False, out: list[Finding] | None = None) -> list
         if (e != eps0 or scale < 0.01) and "eps" in build.ignored:
             continue        # the constructor has no eps: a production note, not an interview probe
         with step(problems, name):
-            p = _ln_probe(build, rms, g, name, e, (2, 5, D), scale, offset)
+            p = _ln_probe(build, rms, g, name, e, sh(2, 5, D), scale, offset)
             probes.append(p)
             if isinstance(p, Finding):
                 problems.append(p)
@@ -43,6 +53,13 @@ def ln_checks(impl, rms: bool = False, out: list[Finding] | None = None) -> list
     before = len([f for f in out if not f.passed])
     with step(out, "forward"):
         _report_forward(kind, probes, problems, out, rms, D)
+        generic = next((f for f in out[before:] if f.id == "forward" and not f.passed), None)
+        if generic is not None:     # no known mistake reproduces the output: measure what it does instead
+            named = _ln_properties(build, rms, kind, g, sh(2, 5, D))
+            if named:
+                for f in named:
+                    f.example = f.example or generic.example
+                out[out.index(generic):out.index(generic) + 1] = named
     if len([f for f in out if not f.passed]) > before:
         # the formula is wrong: checks that compare values again would repeat it under other names
         for note, text in build.notes.items():
@@ -51,7 +68,7 @@ def ln_checks(impl, rms: bool = False, out: list[Finding] | None = None) -> list
 
     if not rms:
         with step(out, "one_pass_variance"):
-            p = _ln_probe(build, rms, g, "large_offset", eps0, (2, 4, 16), 1.0, 1e4, tol=2e-2, shape=(16,))
+            p = _ln_probe(build, rms, g, "large_offset", eps0, sh(2, 4, 16), 1.0, 1e4, tol=2e-2, shape=(16,))
             if isinstance(p, Finding):
                 out.append(p)
             elif p.got is None or not close(p.got, p.expected, 2e-2):
@@ -61,11 +78,11 @@ def ln_checks(impl, rms: bool = False, out: list[Finding] | None = None) -> list
             else:
                 out.append(ok("one_pass_variance", "大偏移 (1e4) 输入下方差仍然准确（两遍法）"))
     with step(out, "gradients"):
-        _ln_gradients(build, rms, eps0, g, D, out)
+        _ln_gradients(build, rms, eps0, g, sh(2, 3, D), out)
 
     # production: tuple normalized_shape, half precision with an upcast, torch's default eps, names
     with step(out, "tuple_shape", PROD):
-        p = _ln_probe(build, rms, g, "tuple_shape", eps0, (3, 4, 6), 3.0, 1.0, shape=(4, 6))
+        p = _ln_probe(build, rms, g, "tuple_shape", eps0, (3, 4, 6) if not flat else (4, 6), 3.0, 1.0, shape=(4, 6))
         if isinstance(p, Finding):
             p.id, p.level = "tuple_shape", PROD
             out.append(p)
@@ -78,9 +95,9 @@ def ln_checks(impl, rms: bool = False, out: list[Finding] | None = None) -> list
     for dt, scale in [(torch.float16, 300.0), (torch.bfloat16, 3.0)]:   # |x|~300: x² > 65504 in float16
         id = f"half_{str(dt).replace('torch.', '')}"
         with step(out, id, PROD):
-            _ln_half(build, rms, eps0, g, dt, scale, id, D, out)
+            _ln_half(build, rms, eps0, g, dt, scale, id, sh(2, 4, D), out)
     with step(out, "default_eps", PROD):
-        _ln_default_eps(build, rms, g, D, out)
+        _ln_default_eps(build, rms, g, sh(2, 8, D), out)
     for note, text in build.notes.items():
         out.append(fail(note, text, level=PROD))
     return out
@@ -166,14 +183,15 @@ def _report_forward(kind, probes, problems, out, rms, D):
         if probes and not problems:
             out.append(ok("forward", "eps=1e-5/1e-2、|x|≈1e-3…1e3 的输入都与 torch 一致（最后 1 维，float32）"))
         return
-    correct = Formula(center=not rms, div="n", eps="inside", root=True, gain="w", bias=not rms, axes=(2,))
+    rank = bad[0].x.dim()
+    correct = Formula(center=not rms, div="n", eps="inside", root=True, gain="w", bias=not rms, axes=(rank - 1,))
     fixed = [("fixed", v) for v in FIXED_EPS]
     alts = {"center": [rms], "div": ["n-1", "1"], "eps": ["outside", "none", *fixed], "root": [False],
             "gain": ["1+w", "none"], "bias": [False] if not rms else [],
-            "axes": [a for r in (1, 2, 3) for a in itertools.combinations(range(3), r) if a != (2,)]}
+            "axes": [a for r in range(1, rank + 1) for a in itertools.combinations(range(rank), r) if a != (rank - 1,)]}
     found = search(probes, correct, alts)
     if found:
-        out.extend(deviation_findings(kind, found[0], found[1], correct, probes, 3))
+        out.extend(deviation_findings(kind, found[0], found[1], correct, probes, rank))
         return
     p = bad[0]
     if not torch.isfinite(p.got).all():
@@ -190,8 +208,80 @@ def _report_forward(kind, probes, problems, out, rms, D):
                     p.x_in, p.expected, p.got))
 
 
-def _ln_gradients(build, rms, eps, g, D, out):
+def _ln_layout(build, rms, kind, g, D, out) -> bool | None:
+    """Which input layouts run: (B, T, D) as the probes use, else (N, D). A crash on one layout is one
+    finding and the checks go on with the other; None when neither runs (one finding)."""
+    errors = {}
+    for shape in ((2, 5, D), (10, D)):
+        try:
+            mod = build(D, eps=1e-5 if not rms else 1e-6)
+            output_of(mod, torch.randn(shape, generator=g))
+        except SubmissionError as err:
+            if is_timeout(err):
+                raise
+            errors[shape] = str(err)
+            continue
+        if shape == (2, 5, D):
+            return False
+        break
+    text = next(iter(errors.values()))
+    if is_broadcast_error(text):
+        square = _ln_square(build, rms, g, D)
+        out.append(fail("keepdim_missing", KEEPDIM + f"。(B, T, D) 输入报错：{text[:120]}", *square))
+        if len(errors) == 2:
+            return None
+    if len(errors) == 2:
+        out.append(fail("forward", f"{kind} 在 (B, T, D) 和 (N, D) 输入上都报错了：{text}"))
+        return None
+    out.append(fail("layout", f"(B, T, D) 形状的输入报错：{text[:160]}。{kind} 对任意前置维度都在最后一维归一化"
+                    "（Transformer 里输入是 (batch, seq, d)）；其余检查在 (N, D) 输入上进行"))
+    return True
+
+
+def _ln_square(build, rms, g, D):
+    """A square (D, D) input, where a missing keepdim broadcasts without an error: (input, expected, got)."""
+    x = torch.randn(D, D, generator=g) * 2 + 1
+    try:
+        mod = build(D, eps=1e-5)
+        got = output_of(mod, x)
+    except SubmissionError:
+        return ()
+    gname, w = find_gain(mod, D)
+    bname, b = (None, None) if rms else find_bias(mod, D, gname)
+    wv = torch.ones(D) if w is None else w.detach().flatten()
+    bv = torch.zeros(D) if b is None else b.detach().flatten()
+    exp = _ln_reference(x, (D,), wv, bv, 1e-5, rms)
+    return () if close(got, exp) else (x, exp, got)
+
+
+def _ln_properties(build, rms, kind, g, shape) -> list[Finding]:
+    """The general path: properties of the output measured as a black box (properties.py), each one
+    that differs from torch's as a finding (diagnosis.py)."""
+    D = shape[-1]
+    eps = None if "eps" in build.ignored else 1e-2
+    try:
+        mod = build(D) if eps is None else build(D, eps=eps)
+        gname, w = find_gain(mod, D)
+        if w is not None:
+            set_tensor(w, torch.ones(D))
+        if not rms:
+            bname, b = find_bias(mod, D, gname)
+            if b is not None:
+                set_tensor(b, torch.zeros(D))
+        x = torch.randn(shape, generator=g) * 2 + torch.randn(shape[:-1] + (1,), generator=g) * 1.5
+        props = measure(lambda t: output_of(mod, t).detach().double(), x, (len(shape) - 1,), eps)
+    except SubmissionError as err:
+        if is_timeout(err):
+            raise
+        return []
+    texts = property_findings(kind, props, (len(shape) - 1,), tuple(shape), eps)
+    both = "（同时有 " + str(len(texts)) + " 处错误）" if len(texts) > 1 else ""
+    return [fail(i, t + both) for i, t in texts.items()]
+
+
+def _ln_gradients(build, rms, eps, g, shape, out):
     """Gradients with respect to x and γ (and β for LayerNorm) against autograd of torch's function."""
+    D = shape[-1]
     mod = build(D, eps=eps)
     gname, w = find_gain(mod, D)
     bname, b = (None, None) if rms else find_bias(mod, D, gname)
@@ -200,8 +290,8 @@ def _ln_gradients(build, rms, eps, g, D, out):
         set_tensor(w, wv)
     if b is not None:
         set_tensor(b, bv)
-    x = (torch.randn(2, 3, D, generator=g) * 2).requires_grad_(True)
-    gy = torch.randn(2, 3, D, generator=g)
+    x = (torch.randn(shape, generator=g) * 2).requires_grad_(True)
+    gy = torch.randn(shape, generator=g)
     y = output_of(mod, x)
     what = "x、γ" if rms else "x、γ、β"
     try:
@@ -226,12 +316,13 @@ def _ln_gradients(build, rms, eps, g, D, out):
                     "或 numpy 截断了计算图？", x.detach(), xr.grad, x.grad))
 
 
-def _ln_half(build, rms, eps, g, dt, scale, id, D, out):
+def _ln_half(build, rms, eps, g, dt, scale, id, shape, out):
     """Half precision: dtype kept, values right; |x|≈300 overflows x² in float16 without an upcast."""
+    D = shape[-1]
     mod = build(D, eps=eps)
     if hasattr(mod, "to"):
         mod = mod.to(dt)          # the whole layer in half precision, as model.half() does
-    x = (torch.randn(2, 4, D, generator=g) * scale).to(dt)
+    x = (torch.randn(shape, generator=g) * scale).to(dt)
     got = output_of(mod, x)
     exp = _ln_reference(x, (D,), torch.ones(D), torch.zeros(D), eps, rms)
     tol = 3e-2 if dt == torch.bfloat16 else 5e-3
@@ -246,9 +337,12 @@ def _ln_half(build, rms, eps, g, dt, scale, id, D, out):
         out.append(ok(id, f"{dt} 输入：dtype 保持、数值正确", PROD))
 
 
-def _ln_default_eps(build, rms, g, D, out):
-    """Built without eps: the default must be torch's (LayerNorm 1e-5; RMSNorm None = finfo.eps,
-    or the card's and LLaMA's 1e-6). The effective eps is read back from the output."""
+def _ln_default_eps(build, rms, g, shape, out):
+    """Built without eps: which default it has, read back from the output. LayerNorm: torch's 1e-5.
+    RMSNorm: torch.nn.RMSNorm(eps=None) uses torch.finfo(x.dtype).eps (≈1.19e-7 in float32); 1e-6 is
+    this card's default and a model configuration's (HF LLaMA's rms_norm_eps), not torch's — the
+    report says which one it found."""
+    D = shape[-1]
     mod = build(D)
     gname, w = find_gain(mod, D)
     if w is not None:
@@ -257,20 +351,29 @@ def _ln_default_eps(build, rms, g, D, out):
         bname, b = find_bias(mod, D, gname)
         if b is not None:
             set_tensor(b, torch.zeros(D))
-    x = torch.randn(2, 8, D, generator=g) * 3e-3
+    x = torch.randn(shape, generator=g) * (3e-3 if not rms else 3e-4)
     got = output_of(mod, x).detach().double()
     xd = x.double()
     num = xd if rms else xd - xd.mean(-1, keepdim=True)
     stat = num.pow(2).mean(-1, keepdim=True)
     eff = float(((num / got).pow(2) - stat).median())
-    torch_eps = [1e-6, torch.finfo(torch.float32).eps] if rms else [1e-5]
+    near = lambda e: abs(eff - e) <= 0.05 * e + 1e-10         # noqa: E731
+    finfo = torch.finfo(torch.float32).eps
     if eff < 1e-10 and "eps" in build.ignored:
         # a formula without any eps (e.g. F.normalize's clamp): the interview probes could not pass one in
         out.append(fail("eps_missing", "公式里没有 ε (eps missing)：|x| 很小时分母接近 0；构造函数也不接受 eps。" +
                         ("应为 sqrt(mean(x²) + eps)" if rms else "应为 sqrt(var + eps)"), x))
-    elif any(abs(eff - e) <= 0.05 * e + 1e-9 for e in torch_eps):
-        out.append(ok("default_eps", f"不传 eps 时默认 eps≈{eff:.2g}，与 torch 一致", PROD))
+    elif not rms and near(1e-5):
+        out.append(ok("default_eps", f"不传 eps 时默认 eps≈{eff:.2g}，与 torch.nn.LayerNorm 的默认 1e-5 一致", PROD))
+    elif rms and near(finfo):
+        out.append(ok("default_eps", f"不传 eps 时默认 eps≈{eff:.3g}：与 torch.nn.RMSNorm 的默认一致（eps=None → "
+                      f"torch.finfo(float32).eps≈{finfo:.3g}）", PROD))
+    elif rms and near(1e-6):
+        out.append(ok("default_eps", "不传 eps 时默认 eps=1e-6：这是本卡片的默认，也是 HF LLaMA 配置的 rms_norm_eps——"
+                      f"不是 torch 的默认（torch.nn.RMSNorm 的 eps=None → torch.finfo(float32).eps≈{finfo:.3g}）；"
+                      "要与 torch.nn.RMSNorm 完全一致，默认写 eps=None 并在 forward 里取 torch.finfo(x.dtype).eps", PROD))
     else:
-        want = "1e-6（LLaMA/本卡片）或 None（torch.nn.RMSNorm：float32 的 finfo.eps≈1.2e-7）" if rms else "1e-5"
-        out.append(fail("default_eps", f"不传 eps 时，输出相当于 eps≈{eff:.2g}；torch 的默认是 {want} "
+        want = (f"torch.nn.RMSNorm 的 eps=None（float32 下 finfo.eps≈{finfo:.3g}；本卡片和 HF LLaMA 配置用 1e-6）"
+                if rms else "torch.nn.LayerNorm 的 1e-5")
+        out.append(fail("default_eps", f"不传 eps 时，输出相当于 eps≈{eff:.2g}；默认应为 {want} "
                         "(default eps differs from torch's)", x, level=PROD))

@@ -17,3 +17,17 @@ BW_TEXT = {
     "grad_weight_uses_y": "grad_weight 应为 Σ g·x̂（归一化之后、乘 γ 之前的值），不是 Σ g·y (grad_weight uses y instead of x̂)",
 }
 
+
+
+BROADCAST = ("must match the size of tensor", "expanded size", "doesn't match the broadcast shape",
+             "operands could not be broadcast")
+
+
+def is_broadcast_error(text: str) -> bool:
+    return any(b in text for b in BROADCAST)
+
+
+KEEPDIM = ("形状对不上 (broadcast error)：多半是求均值/方差时少了 keepdim=True——x.mean(-1) 的形状是 (B, T)，"
+           "x − 它 会按最后一维对齐去广播，报错；输入恰好是方阵时不报错，却减错了均值（悄悄算错）。"
+           "修正：x.mean(-1, keepdim=True)、x.var(-1, unbiased=False, keepdim=True)"
+           "（BatchNorm 的 (C,) 统计量或参数要 reshape 成 (1, C, 1, 1)）(missing keepdim=True)")

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor
 
 from ..report import Finding, SubmissionError, guarded, short
+from .messages import KEEPDIM, is_broadcast_error
 
 Check = Callable[[object], Finding]
 PROD = "production"
@@ -71,6 +72,8 @@ def step(out: list[Finding], id: str, level: str = "interview"):
         if is_timeout(err):
             raise
         out.append(Finding(id, False, f"你的代码报错了 (your code raised): {err}", {}, level))
+        if is_broadcast_error(str(err)) and not any(f.id == "keepdim_missing" for f in out):
+            out.append(Finding("keepdim_missing", False, KEEPDIM, {}, level))
     except Exception as err:  # noqa: BLE001 - e.g. an attribute of the wrong type broke a check
         out.append(Finding(id, False, f"检查无法进行 (the submission broke this check): {type(err).__name__}: {err}",
                            {}, level))
