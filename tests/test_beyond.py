@@ -172,7 +172,7 @@ def test_powernorm_shen_running_gz_update_and_scale():
 
 def test_full_width_and_layernorm_qk_variants_match_their_definitions():
     # OLMo 2: RMSNorm over the whole projection width, then the split into heads;
-    # ViT-22B style: LayerNorm (centred, with beta) on each head's q and k
+    # ViT-22B style: LayerNorm (centred, gain, no bias) on each head's q and k
     torch.manual_seed(1)
     w, h = 32, 4
     d = w // h
@@ -186,10 +186,11 @@ def test_full_width_and_layernorm_qk_variants_match_their_definitions():
                         full.out_proj.weight, full.out_proj.bias)
     torch.testing.assert_close(full(x), expected, atol=1e-5, rtol=1e-5)
     ln = beyond.QKNormAttention(w, h, qk_norm="head_ln")
+    assert ln.q_norm.bias is None and ln.k_norm.bias is None      # ViT-22B: no bias in the QK LayerNorms
     with torch.no_grad():
-        ln.q_norm.bias.copy_(torch.randn(d))
+        ln.q_norm.weight.copy_(torch.randn(d))
     mu = lambda t: t.mean(-1, keepdim=True)
-    lnf = lambda t, m: (t - mu(t)) / torch.sqrt((t - mu(t)).pow(2).mean(-1, keepdim=True) + 1e-5) * m.weight + m.bias
+    lnf = lambda t, m: (t - mu(t)) / torch.sqrt((t - mu(t)).pow(2).mean(-1, keepdim=True) + 1e-5) * m.weight
     q = lnf(_heads(F.linear(x, ln.q_proj.weight, ln.q_proj.bias), h), ln.q_norm)
     k = lnf(_heads(F.linear(x, ln.k_proj.weight, ln.k_proj.bias), h), ln.k_norm)
     v = _heads(F.linear(x, ln.v_proj.weight, ln.v_proj.bias), h)

@@ -118,9 +118,10 @@ class QKNormAttention(SelfAttention):
                     Only the full vector's norm is fixed (<= max|g| sqrt(width)); one head's slice can
                     carry all of it, so per head |logit| <= width / sqrt(d_head) * max|g_q| * max|g_k|,
                     heads times the per-head bound.
-        "head_ln"   LayerNorm(d_head) on each head's q and k (centred, with a bias beta; Dehghani et al.
-                    2023 §2 use LayerNorm on queries and keys in ViT-22B). ||LN(q)|| <= max|g_q| sqrt(d_head)
-                    + ||beta_q||, so |logit| <= (max|g_q| sqrt(d_h) + ||b_q||)(max|g_k| sqrt(d_h) + ||b_k||) / sqrt(d_h)
+        "head_ln"   LayerNorm(d_head) on each head's q and k, centred, with a gain and no bias: ViT-22B
+                    (Dehghani et al. 2023 §2, "QK normalization" and "Omitting biases on QKV projections
+                    and LayerNorms"). A centred, normalised vector of d_head entries has norm
+                    <= sqrt(d_head), so the bound is head_rms's: |logit| <= sqrt(d_head) max|g_q| max|g_k|.
 
     ``qk_norm``: one of QK_NORMS, or True (= "head_rms") / False (= "none").
     """
@@ -133,7 +134,7 @@ class QKNormAttention(SelfAttention):
         self.kind = kind
         d = width // heads
         make = {"none": lambda: nn.Identity(), "head_rms": lambda: nn.RMSNorm(d, eps=1e-6),
-                "full_rms": lambda: nn.RMSNorm(width, eps=1e-6), "head_ln": lambda: nn.LayerNorm(d)}[kind]
+                "full_rms": lambda: nn.RMSNorm(width, eps=1e-6), "head_ln": lambda: nn.LayerNorm(d, bias=False)}[kind]
         self.q_norm, self.k_norm = make(), make()
         self.last_max_logit = 0.0
 
@@ -159,12 +160,9 @@ class QKNormAttention(SelfAttention):
         if self.kind == "none":
             return math.inf
         gq, gk = self.q_norm.weight.abs().max().item(), self.k_norm.weight.abs().max().item()
-        if self.kind == "head_rms":
-            return math.sqrt(d) * gq * gk
         if self.kind == "full_rms":
             return self.q_proj.in_features / math.sqrt(d) * gq * gk
-        bq, bk = self.q_norm.bias.norm().item(), self.k_norm.bias.norm().item()
-        return (gq * math.sqrt(d) + bq) * (gk * math.sqrt(d) + bk) / math.sqrt(d)
+        return math.sqrt(d) * gq * gk               # head_rms, and head_ln (centred, no bias)
 
 
 def use_qk_attention(model: nn.Module, qk_norm: bool | str) -> list[QKNormAttention]:
