@@ -75,8 +75,8 @@ def _bn_eval(build, C, rank, g, out):
             out.append(fail("eval_uses_batch_stats", "eval 模式下仍用 batch 统计量 (eval uses batch statistics)：forward 里要按 "
                             "self.training 选择 batch 统计量（训练）或 running_mean/running_var（eval）", x, exp, got))
     else:
-        out.append(fail("eval_mode", "eval 模式的输出应使用 running_mean/running_var：(x − running_mean)/sqrt(running_var + ε)",
-                        x, exp, got))
+        id, text = _eval_diagnosis(x, got, st, wv, bv, 1e-5)
+        out.append(fail(id, text, x, exp, got))
     after = _stats(mod, C)
     out.append(ok("eval_no_update", "eval 不更新滑动统计量") if after is not None and close(after[0], st[0], 0) and
                close(after[1], st[1], 0) else
@@ -93,6 +93,44 @@ def _bn_eval(build, C, rank, g, out):
         used_running = st is not None and close(got, _torch_bn(x, st[0], st[1], wv, bv, False))
         out.append(fail("no_grad_train", "train 模式下即使在 torch.no_grad() 里也应使用 batch 统计量 (no_grad is not eval)" +
                         ("：你的代码用 torch.is_grad_enabled() 判断模式" if used_running else ""), x, exp, got))
+
+
+def _eval_diagnosis(x, got, st, wv, bv, eps) -> tuple[str, str]:
+    """What the eval output does, per channel: it is a·x + b when it uses fixed statistics; compare a and b
+    with torch's γ/sqrt(running_var + ε) and β − running_mean·a, and never propose what the code already
+    does (issue 26: a report told a learner to normalise with the running statistics — which the code did;
+    it had dropped γ and β)."""
+    C = x.shape[1]
+    xd, yd = x.double().transpose(0, 1).reshape(C, -1), got.detach().double().transpose(0, 1).reshape(C, -1)
+    xc = xd - xd.mean(1, keepdim=True)
+    a = (xc * yd).sum(1) / (xc * xc).sum(1)
+    b = yd.mean(1) - a * xd.mean(1)
+    if float((yd - a[:, None] * xd - b[:, None]).abs().max()) > 1e-4 * (float(yd.abs().max()) + 1e-12):
+        return "eval_mode", ("eval 模式的输出不是每个通道上 x 的仿射函数：它还依赖同 batch 的其它值——eval 要用固定的 "
+                             "running_mean/running_var，不要用 batch 统计量")
+    rm, rv = st
+    w, bb = wv.double(), bv.double()
+    near = lambda u, v: bool(torch.allclose(u, v, rtol=2e-3, atol=1e-6 * (float(v.abs().max()) + 1)))   # noqa: E731
+    scales = {"torch": 1 / torch.sqrt(rv + eps), "no_eps": 1 / torch.sqrt(rv), "eps_outside": 1 / (rv.sqrt() + eps),
+              "no_sqrt": 1 / (rv + eps)}
+    for how, r in scales.items():
+        for gam, bet in ((True, True), (False, False), (True, False), (False, True)):
+            sa = r * (w if gam else 1)
+            if near(a, sa) and near(b, (bb if bet else 0) - rm * sa):
+                dropped = [n for n, keep in (("γ", gam), ("β", bet)) if not keep]
+                parts = []
+                if dropped:
+                    parts.append(f"eval 模式下漏了 {' 和 '.join(dropped)} (the affine {'weight' if not gam else ''}"
+                                 f"{' and ' if len(dropped) == 2 else ''}{'bias' if not bet else ''} dropped in eval)："
+                                 "你已经用 running_mean/running_var 归一化了，但还要乘 γ、加 β：y = γ·x̂ + β，训练和推理都一样")
+                if how != "torch":
+                    parts.append({"no_eps": "eval 分支的分母少了 ε：sqrt(running_var + ε)，不是 sqrt(running_var)",
+                                  "eps_outside": "eval 分支的 ε 在根号外：应为 sqrt(running_var + ε)",
+                                  "no_sqrt": "eval 分支除以了 running_var 而不是它的平方根"}[how])
+                return ("eval_affine" if dropped else "eval_mode"), "；".join(parts)
+    return "eval_mode", (f"eval 模式下每个通道的输出是 a·x + b，a = {', '.join(f'{v:.4g}' for v in a.tolist())}；torch 的 "
+                         f"a = γ/sqrt(running_var + ε) = {', '.join(f'{v:.4g}' for v in (w * scales['torch']).tolist())}"
+                         "，b = β − running_mean·a")
 
 
 def _bn_options(build, C, rank, g, out, running_ok=True):

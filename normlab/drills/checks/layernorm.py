@@ -10,8 +10,8 @@ import torch
 from ..report import Finding, SubmissionError
 from .formulas import FIXED_EPS, Formula, Probe, deviation_findings, search
 from .diagnosis import KEEPDIM, is_broadcast_error, property_findings
-from .probes import (PROD, Builder, _raised, close, fail, find_bias, find_gain, is_timeout, ok, output_of, set_tensor,
-                     step)
+from .probes import (KIND_WORDS, PROD, Builder, _raised, close, fail, find_bias, find_gain, is_timeout, ok, output_of,
+                     set_tensor, step, tensor_kind)
 from .properties import measure
 from .references import _ln_reference
 
@@ -126,8 +126,10 @@ def _ln_params(build, rms, kind, eps, D, out):
     else:
         bname, b = find_bias(m, D, gname)
         good = b is not None and b.requires_grad and torch.all(b == 0)
+        kind_b = tensor_kind(m, bname)
+        why = (f"self.{bname} 是 {KIND_WORDS[kind_b]}，不是 nn.Parameter：" if b is not None and kind_b != "parameter" else "")
         out.append(ok("params_bias", f"β (self.{bname})：{D} 个元素，初值 0") if good else
-                   fail("params_bias", f"LayerNorm({D}) 应有形状 ({D},)、初值全 0 的可学习 β (nn.Parameter self.bias)。"))
+                   fail("params_bias", f"{why}LayerNorm({D}) 应有形状 ({D},)、初值全 0 的可学习 β (nn.Parameter self.bias)。"))
     # production: the names and shapes torch's state_dict uses
     want = ["weight"] if rms else ["weight", "bias"]
     have = [n for n in (gname, bname) if n]
@@ -307,13 +309,33 @@ def _ln_gradients(build, rms, eps, g, shape, out):
         out.append(fail("gradients", "前向输出已经不一致，梯度无法比较（先修正上面的前向错误）",
                         x.detach(), yr.detach(), y.detach()))
         return
-    good = x.grad is not None and close(x.grad, xr.grad)
-    good = good and w is not None and w.grad is not None and close(w.grad.flatten(), wr.grad)
-    if not rms:
-        good = good and b is not None and b.grad is not None and close(b.grad.flatten(), br.grad)
-    out.append(ok("gradients", f"对 {what} 的梯度与 autograd 一致") if good else
-               fail("gradients", f"对 {what} 的梯度与 autograd 不一致 (gradients differ)：是否用了 .detach()/.data "
-                    "或 numpy 截断了计算图？", x.detach(), xr.grad, x.grad))
+    # each gradient on its own, and for a wrong one the cause the submission shows (never a guess)
+    causes, ex = [], None
+    for name, t, ref, sym in ((gname, w, wr, "γ"), (bname, b, br, "β"))[:1 if rms else 2]:
+        if t is None:
+            continue
+        kind = tensor_kind(mod, name)
+        if kind != "parameter" or not t.requires_grad:
+            ex = ex or (None, ref.grad, None)
+            causes.append(f"self.{name} ({sym}) 是 {KIND_WORDS[kind] if kind != 'parameter' else 'requires_grad=False 的参数'}，"
+                          "不是可学习的 nn.Parameter：它没有梯度，优化器也不会更新它；用 "
+                          f"self.{name} = nn.Parameter(...)")
+        elif t.grad is None or not close(t.grad.flatten(), ref.grad):
+            ex = ex or (None, ref.grad, t.grad)
+            causes.append(f"对 {sym} 的梯度不一致" + ("（没有梯度：前向里 self." + name + " 被 .detach()/.data 了）"
+                                                     if t.grad is None else ""))
+    if x.grad is None or not close(x.grad, xr.grad):
+        ex = (x.detach(), xr.grad, x.grad)
+    if x.grad is None:
+        causes.append("x 没有梯度：输出和 x 的计算图断了（前向里对 x 用了 .detach()、.data、.numpy() 或 torch.tensor(...)）")
+    elif not close(x.grad, xr.grad):
+        xd, wd = x.detach().double(), wv.double()
+        num = xd if rms else xd - xd.mean(-1, keepdim=True)
+        const = gy.double() * wd / torch.sqrt(num.pow(2).mean(-1, keepdim=True) + eps)
+        causes.append("对 x 的梯度相当于把均值和方差当成常数：前向里的统计量被 .detach() 了（或在 torch.no_grad() 里算的），"
+                      "梯度只剩 γ·g/σ；统计量也依赖 x，不要截断" if close(x.grad, const) else "对 x 的梯度不一致")
+    out.append(fail("gradients", f"梯度与 autograd 不一致 (gradients differ)：{'；'.join(causes)}", *ex)
+               if causes else ok("gradients", f"对 {what} 的梯度与 autograd 一致"))
 
 
 def _ln_half(build, rms, eps, g, dt, scale, id, shape, out):

@@ -115,6 +115,19 @@ def tensors_of(m) -> dict[str, Tensor]:
     return found
 
 
+KIND_WORDS = {"buffer": "buffer（register_buffer）", "attribute": "普通的张量属性", "parameter": "nn.Parameter"}
+
+
+def tensor_kind(m, name: str | None) -> str:
+    """"parameter", "buffer" or "attribute" (a plain tensor attribute) for the dotted ``name`` in ``m``."""
+    if isinstance(m, torch.nn.Module) and name:
+        if name in dict(m.named_parameters()):
+            return "parameter"
+        if name in dict(m.named_buffers()):
+            return "buffer"
+    return "attribute"
+
+
 def leaf(name: str) -> str:
     return name.rsplit(".", 1)[-1]
 
