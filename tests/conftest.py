@@ -1,5 +1,7 @@
-"""Shared fixtures for the real-browser tests: Debian's Chromium driven by Playwright,
-the built book served on localhost, and a JupyterLab server on localhost."""
+"""Shared fixtures for the real-browser tests: Debian's Chromium driven by Playwright (one per
+worker, a new context per page), the built book served on localhost (built once per run, from the
+notebooks this run's nbval executed), and a JupyterLab server on localhost. Registers the plugin
+tools/nbval_book.py (nbval's executions become the book's; the order of the run; its time budget)."""
 
 from __future__ import annotations
 
@@ -36,6 +38,15 @@ def _tool(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+nbval_book = _tool("nbval_book")
+
+
+def pytest_configure(config):
+    """tools/nbval_book.py for this run (also for the build/nbval notebooks: a registered plugin sees every item)."""
+    if not config.pluginmanager.has_plugin("normlab-nbval-book"):
+        config.pluginmanager.register(nbval_book, "normlab-nbval-book")
 
 
 # The benchmark's browser and JupyterLab server are the tests' too (one place that starts them).
@@ -81,14 +92,29 @@ def serve(directory: Path):
     return f"http://127.0.0.1:{server.server_address[1]}", server
 
 
+@pytest.fixture(scope="session")
+def executed_notebooks(request):
+    """build/executed/: waits until this run's nbval has recorded each solution copy it runs whole
+    (tools/nbval_book.py; a notebook that failed there fails this fixture). The seconds waited go to
+    the time budget's "waiting for nbval" (nbval_book.charge)."""
+    nbval_book.charge("normlab_wait_s", nbval_book.wait_for_executions(nbval_book.recorded_stems(request.session.items)))
+    return ROOT / "build" / "executed"
+
+
 def build_once(what: str) -> None:
-    """Run ``tools/book.py WHAT`` once per test run, whichever pytest-xdist worker asks first.
+    """Run ``tools/book.py WHAT`` once per test run, whichever pytest-xdist worker asks first. It
+    executes only the notebooks that are not current in build/executed/ (after the executed_notebooks
+    fixture: none, when this run's nbval ran them all).
 
     Each worker has its own session, so two test modules on two workers would otherwise build the
     book into the same folder at the same time, and one would read pages the other is deleting.
     A lock serialises the workers; a stamp with the run's id (shared by all its workers) says the
-    build is done."""
-    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid-{os.getpid()}"
+    build is done. The seconds spent (building, or waiting for the other worker's build) go to the
+    time budget's "book/slides build" (nbval_book.charge)."""
+    import time
+
+    t0 = time.time()
+    run_id = nbval_book.run_id()
     (ROOT / "build").mkdir(exist_ok=True)
     stamp = ROOT / "build" / f".{what}-built-by-run"
     with open(ROOT / "build" / f".{what}.lock", "w", encoding="utf-8") as lock:
@@ -98,11 +124,12 @@ def build_once(what: str) -> None:
             stamp.unlink(missing_ok=True)
             subprocess.run([sys.executable, str(ROOT / "tools" / "book.py"), what], cwd=ROOT, check=True)
             stamp.write_text(run_id, encoding="utf-8")
+    nbval_book.charge("normlab_build_s", time.time() - t0)
 
 
 @pytest.fixture(scope="session")
-def book_url():
-    """Build the book (executing the notebooks; once per run) and serve it on 127.0.0.1."""
+def book_url(executed_notebooks):
+    """Build the book (once per run, from the executed notebooks) and serve it on 127.0.0.1."""
     build_once("book")
     url, server = serve(ROOT / "build" / "book" / "html")
     yield url
@@ -111,7 +138,7 @@ def book_url():
 
 @pytest.fixture(scope="session")
 def slides_url(book_url):
-    """Build the slides (from the notebooks the book fixture executed) and serve them."""
+    """Build the slides (from the same executed notebooks as the book) and serve them."""
     build_once("slides")
     url, server = serve(ROOT / "build" / "slides")
     yield url

@@ -1,0 +1,363 @@
+"""A pytest plugin: the test run's nbval executions are the book's, and the run reports where its time went.
+
+Registered by tests/conftest.py (``pytest_configure``), so `python3 run.py test` and any pytest run over
+tests/ use it. Three jobs:
+
+1. **Each solution copy executed once per test run.** nbval stays the validator: it runs every code
+   cell of build/nbval/NAME.ipynb in one kernel and fails the cell that raises. This plugin only
+   listens. For a solution copy (one with a source notebooks/NAME.md) it starts nbval's kernel with
+   the book's kernel environment (tools/execution.py KERNEL_ENV: inline PNG figures, static widgets),
+   keeps every iopub message nbval reads, and when the notebook's last cell has passed it turns those
+   messages into outputs with nbclient's own message handling (the code that `tools/book.py`'s
+   executor uses: clear_output, display updates, widget state for the progress bars) and writes
+   build/executed/NAME.ipynb under the book's cache key (execution.source_hash of the source read at
+   the notebook's start). `python3 run.py book` after a test run then executes nothing. The figures
+   go to build/figures/ as `tools/notebooks.py execute` writes them, and the executor's check stays:
+   a notebook that calls plt.show() but drew no figure fails its last cell. A notebook that failed,
+   or was not run whole, leaves a marker build/executed/NAME.nbval (its status in this run), so that
+   the book's fixture (``wait_for_executions``) never waits for it.
+
+2. **Order.** Solution copies first, then learner copies, then the unit tests, and last the test
+   modules that need the built book or the executed notebooks (they use a fixture in BUILD_FIXTURES).
+   run.py runs xdist with --dist loadscope --no-loadscope-reorder: a worker takes modules in this order
+   and runs them in the order taken, so when a worker reaches a book test every notebook is done or
+   being run by the other worker, which runs nothing later first: the wait cannot deadlock.
+
+3. **A time budget.** After the run: the ten slowest items (setup + call + teardown) and the total of
+   each group (unit tests, nbval solution copies, nbval learner copies, the book/slides build, browser
+   tests), so that a regression shows where it comes from. The build's time (and the wait for nbval) is
+   measured inside the fixtures (``charge``) and travels with the setup report of the item that
+   triggered it (user_properties; under xdist the controller prints).
+
+Why the learner copy still runs whole (issue 27 item 2). A learner copy is the solution copy with the
+answers replaced by ``raise NotImplementedError``; its first differing code cell comes after 60-70 % of
+the notebook. Its identical prefix could only be skipped by starting the differing cells in a kernel
+holding the solution run's state at that point: there is no portable way to copy a live kernel (no
+fork on Windows; pickling a namespace of torch models, widgets, generators and open figures is not
+complete), and the cheaper substitutes (running the learner cells after the solution's, or caching
+results inside normlab) can each let a learner copy pass that fails for a learner (a name defined
+only by a removed solution cell, a changed random stream). So the learner copy runs top to bottom
+as a learner runs it, in the default JupyterLab setting (live widgets, no figure output): it also
+covers the widgets' live path, which the solution copies (static, for the book) no longer take.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import sys
+import time
+import warnings
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import execution  # noqa: E402
+import notebooks as nbtools  # noqa: E402
+
+ROOT = execution.ROOT
+EXECUTED = execution.EXECUTED
+FIGURES = ROOT / "build" / "figures"
+SETUP_TAG = "normlab-setup"     # the setup cell normlab.course adds to every exported copy (no source cell)
+BUILD_FIXTURES = {"book_url", "slides_url", "decks_url", "site_url", "executed_notebooks"}
+GROUPS = ("unit tests", "nbval solution copies", "nbval learner copies", "book/slides build",
+          "waiting for nbval", "browser tests")
+
+
+def run_id() -> str:
+    """The same for every xdist worker of one run."""
+    return os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid-{os.getpid()}"
+
+
+def source_of(path: Path) -> Path | None:
+    """notebooks/NAME.md for a solution copy build/nbval/NAME.ipynb; None for a learner copy."""
+    src = nbtools.SOURCES / (Path(path).stem + ".md")
+    return src if src.exists() else None
+
+
+def is_cell(item) -> bool:
+    return type(item).__name__ == "IPyNbCell"
+
+
+def marker(stem: str) -> Path:
+    return EXECUTED / f"{stem}.nbval"
+
+
+def write_marker(stem: str, status: str, why: str = "") -> None:
+    EXECUTED.mkdir(parents=True, exist_ok=True)
+    marker(stem).write_text(json.dumps({"run": run_id(), "status": status, "why": why}), encoding="utf-8")
+
+
+def read_marker(stem: str) -> dict:
+    try:
+        data = json.loads(marker(stem).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if data.get("run") == run_id() else {}
+
+
+# --- 1. recording nbval's execution of a solution copy ---------------------------------------------
+
+class Recording:
+    """What one solution copy's nbval run said: every iopub message, and the execute request of each cell."""
+
+    def __init__(self, src: Path):
+        import jupytext
+
+        self.src, self.text = src, src.read_bytes()
+        self.hash = execution.source_hash(src, self.text)
+        self.nb = jupytext.read(src)                 # the book's notebook: speaker notes included
+        if nbtools.has_solutions(self.nb):
+            self.nb = nbtools.versions(self.nb, learner=False)
+        self.messages: list[dict] = []
+        self.requests: dict[int, str] = {}          # nbval's cell number -> msg_id of its execute request
+        self.failed = ""
+
+    def listen(self, nbfile) -> None:
+        """Keep each message nbval reads from the kernel and the id of each execute request."""
+        get, execute, kernel = nbfile.get_kernel_message, nbfile.kernel.execute_cell_input, nbfile.kernel
+
+        def get_message(*args, **kwargs):
+            msg = get(*args, **kwargs)
+            self.messages.append(msg)
+            return msg
+
+        def execute_cell_input(*args, **kwargs):
+            msg_id = execute(*args, **kwargs)
+            self.requests[self.current] = msg_id
+            return msg_id
+
+        self.current = -1
+        nbfile.get_kernel_message = get_message
+        kernel.execute_cell_input = execute_cell_input
+
+    def notebook(self, nbval_cells: list) -> tuple[object, int]:
+        """The executed notebook (the source's cells with nbval's outputs), and its figure count.
+        Raises ValueError when the copy nbval ran is not the source's solution version."""
+        import nbformat
+        from nbclient import NotebookClient
+        from nbclient.exceptions import CellExecutionComplete
+
+        nb = self.nb
+        own = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+        ran = [(k, c) for k, c in enumerate(nbval_cells) if SETUP_TAG not in c.metadata.get("tags", [])]
+        if [c.source for _, c in ran] != [nb.cells[i].source for i in own]:
+            raise ValueError("the copy nbval ran differs from the source (exported before the source changed?)")
+        client = NotebookClient(nb, record_timing=False)
+        client.reset_execution_trackers()
+        client.clear_before_next_output = False
+        where = {self.requests[k]: i for (k, _), i in zip(ran, own) if k in self.requests}
+        for i in own:
+            nb.cells[i].outputs, nb.cells[i].execution_count = [], None
+        for msg in self.messages:
+            i = where.get(msg.get("parent_header", {}).get("msg_id"))
+            if i is None:
+                continue
+            try:
+                client.process_message(msg, nb.cells[i], i)
+            except CellExecutionComplete:
+                pass
+        for n, i in enumerate(own, 1):      # nbval runs cells without history: number them as a fresh kernel would
+            nb.cells[i].execution_count = n
+        client.set_widgets_metadata()
+        nb.metadata["language_info"] = {"name": "python", "pygments_lexer": "ipython3", "mimetype": "text/x-python",
+                                        "codemirror_mode": {"name": "ipython", "version": 3},
+                                        "file_extension": ".py", "nbconvert_exporter": "python",
+                                        "version": ".".join(map(str, sys.version_info[:3]))}
+        nb.metadata["normlab_hash"] = self.hash
+        nb.metadata["normlab_executed_by"] = "nbval"
+        return nbformat.from_dict(nb), sum("image/png" in o.get("data", {}) for i in own for o in nb.cells[i].outputs)
+
+    def save(self, nbval_cells: list) -> str:
+        """Write build/executed/NAME.ipynb and its figures; return a problem ("" when none)."""
+        import jupytext
+
+        stem = self.src.stem
+        try:
+            nb, figures = self.notebook(nbval_cells)
+        except Exception as err:      # never the run's failure: the book build executes this notebook itself
+            write_marker(stem, "not recorded", repr(err))
+            warnings.warn(f"{stem}: nbval's execution not recorded for the book ({err!r}); "
+                          "the book build will execute it")
+            return ""
+        draws = any("plt.show()" in c.source for c in nb.cells if c.cell_type == "code")
+        if draws and figures == 0:
+            write_marker(stem, "failed", "plt.show() drew no figure")
+            return f"{stem}: plt.show() drew no figure into the notebook (the book would have none)"
+        EXECUTED.mkdir(parents=True, exist_ok=True)
+        jupytext.write(nb, EXECUTED / f"{stem}.ipynb")
+        save_figures(nb, stem)
+        write_marker(stem, "recorded")
+        return ""
+
+
+def save_figures(nb, stem: str) -> int:
+    """Each image output as build/figures/NAME-cellK-J.png (as `tools/notebooks.py execute` saves them)."""
+    FIGURES.mkdir(parents=True, exist_ok=True)
+    for old in FIGURES.glob(stem + "-cell*.png"):
+        old.unlink()
+    n = 0
+    for k, cell in enumerate(nb.cells):
+        for j, o in enumerate(cell.get("outputs", [])):
+            if "image/png" in o.get("data", {}):
+                (FIGURES / f"{stem}-cell{k}-{j}.png").write_bytes(base64.b64decode(o["data"]["image/png"]))
+                n += 1
+    return n
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    """The first cell of a solution copy: nbval starts its kernel here, in the book's environment."""
+    nbfile = item.parent if is_cell(item) else None
+    src = source_of(nbfile.path) if nbfile is not None and nbfile.kernel is None else None
+    if src is None:
+        yield
+        return
+    marker(src.stem).unlink(missing_ok=True)
+    saved = {k: os.environ.get(k) for k in execution.KERNEL_ENV}
+    os.environ.update(execution.KERNEL_ENV)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    if nbfile.kernel is None:                       # the kernel did not start: nbval fails the cell
+        write_marker(src.stem, "failed", "the kernel did not start")
+        return
+    nbfile._normlab_recording = Recording(src)
+    nbfile._normlab_recording.listen(nbfile)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item):
+    rec = getattr(item.parent, "_normlab_recording", None) if is_cell(item) else None
+    if rec is not None:
+        rec.current = item.cell_num
+
+
+PENDING: dict[str, float] = defaultdict(float)   # seconds a fixture spent, for the item being set up
+
+
+def charge(key: str, seconds: float) -> None:
+    """Book ``seconds`` (key normlab_build_s or normlab_wait_s) to the item whose setup is running: its
+    setup report carries them to the controller (user_properties), which subtracts them from its group."""
+    PENDING[key] += seconds
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    if call.when == "setup" and PENDING:
+        report = outcome.get_result()
+        report.user_properties = list(report.user_properties) + list(PENDING.items())
+        PENDING.clear()
+    rec = getattr(item.parent, "_normlab_recording", None) if is_cell(item) else None
+    if rec is None or rec.failed == "done":
+        return
+    report = outcome.get_result()
+    if report.failed or (report.skipped and call.when == "call"):
+        rec.failed = "done"
+        write_marker(rec.src.stem, "failed" if report.failed else "not recorded", f"cell {item.cell_num}: {call.when}")
+        return
+    cells = [c for c in item.parent.nb.cells if c.cell_type == "code"]
+    if call.when == "call" and item.cell_num == len(cells) - 1:
+        rec.failed = "done"
+        problem = rec.save(cells)
+        if problem:
+            report.outcome, report.longrepr = "failed", problem
+
+
+def recorded_stems(items) -> list[str]:
+    """The solution copies this session runs whole: the notebooks whose executions the book will use."""
+    files = defaultdict(int)
+    for item in items:
+        if is_cell(item) and source_of(item.parent.path) is not None:
+            files[item.parent] += 1
+    return sorted(f.path.stem for f, n in files.items()
+                  if n == sum(c.cell_type == "code" for c in f.nb.cells))
+
+
+def wait_for_executions(stems: list[str], timeout: float = 1800.0) -> float:
+    """Wait until nbval has recorded (or given up on) each of ``stems`` in this run; return the seconds
+    waited. A notebook that failed under nbval fails the caller: the book cannot have its outputs."""
+    t0 = time.time()
+    pending = list(stems)
+    while pending:
+        for stem in list(pending):
+            status = read_marker(stem).get("status")
+            if status == "failed":
+                pytest.fail(f"{stem} failed under nbval ({read_marker(stem).get('why')}): the book and the "
+                            "slides need its outputs; see that notebook's failing cell above")
+            if status:
+                pending.remove(stem)
+        if pending and time.time() - t0 > timeout:
+            pytest.fail(f"nbval did not finish {', '.join(pending)} within {timeout:.0f} s")
+        if pending:
+            time.sleep(0.5)
+    return time.time() - t0
+
+
+# --- 2. order ---------------------------------------------------------------------------------------
+
+def pytest_collection_modifyitems(session, config, items):
+    """Solution copies, learner copies, unit tests, then the modules that need the executed notebooks."""
+    late = {item.module.__name__ for item in items if hasattr(item, "module") and item.module is not None
+            and BUILD_FIXTURES & set(getattr(item, "fixturenames", ()))}
+
+    def rank(item) -> int:
+        if is_cell(item):
+            return 0 if source_of(item.parent.path) is not None else 1
+        module = getattr(item, "module", None)
+        return 3 if module is not None and module.__name__ in late else 2
+
+    items[:] = [item for _, item in sorted(enumerate(items), key=lambda p: (rank(p[1]), p[0]))]
+
+
+# --- 3. the time budget -----------------------------------------------------------------------------
+
+def group_of(nodeid: str) -> str:
+    path = nodeid.split("::")[0]
+    if path.endswith(".ipynb"):
+        return "nbval learner copies" if Path(path).stem.endswith("_learner") else "nbval solution copies"
+    return "browser tests" if Path(path).name.startswith("test_browser_") else "unit tests"
+
+
+class TimeBudget:
+    """Collects every report's duration (in the controller under xdist) and prints the summary."""
+
+    def __init__(self):
+        self.items: dict[str, float] = defaultdict(float)
+        self.groups: dict[str, float] = defaultdict(float)
+        self.t0 = time.time()
+
+    def pytest_runtest_logreport(self, report):
+        spent = dict(p for p in report.user_properties if isinstance(p, tuple) and len(p) == 2)
+        build, wait = spent.get("normlab_build_s", 0.0), spent.get("normlab_wait_s", 0.0)
+        self.items[report.nodeid] += report.duration
+        self.groups["book/slides build"] += build
+        self.groups["waiting for nbval"] += wait
+        self.groups[group_of(report.nodeid)] += max(report.duration - build - wait, 0.0)
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if not self.items:
+            return
+        tr = terminalreporter
+        tr.write_sep("=", "time budget (issue 27): where the test run's time went")
+        tr.write_line("the ten slowest items (setup + call + teardown, s):")
+        for nodeid, s in sorted(self.items.items(), key=lambda p: -p[1])[:10]:
+            tr.write_line(f"  {s:7.1f}  {nodeid}")
+        tr.write_line("total per group (s, summed over the workers):")
+        for group in GROUPS:
+            tr.write_line(f"  {self.groups.get(group, 0.0):7.1f}  {group}")
+        tr.write_line(f"  {sum(self.groups.values()):7.1f}  all items; {time.time() - self.t0:.0f} s of wall time")
+
+
+def pytest_configure(config):
+    if not hasattr(config, "workerinput"):          # the controller (or a run without xdist) reports
+        config.pluginmanager.register(TimeBudget(), "normlab-time-budget")
