@@ -437,7 +437,12 @@ def cmd_course(args: list[str]) -> int:
 
 
 def cmd_test(args: list[str]) -> int:
-    """pytest for normlab plus nbval over every notebook, two workers, one notebook per worker."""
+    """pytest for normlab plus nbval over every notebook, two workers, one notebook per worker.
+
+    Each notebook copy is executed once: nbval's run of a solution copy is also the book's and the
+    slides' execution (tests/conftest.py registers tools/nbval_book.py, which saves it to build/executed/
+    and orders the run: notebooks first, the tests that need the built book last, in the order given:
+    --no-loadscope-reorder). After the run it prints the ten slowest items and the time per group."""
     py = ensure_env(TEST_EXTRAS)
     ensure_browser()
     t0 = time.time()
@@ -451,9 +456,8 @@ def cmd_test(args: list[str]) -> int:
     env = dict(os.environ, MPLBACKEND="Agg", PYTHONHASHSEED="0", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
                NORMLAB_DRILLS_FILE="off")   # test runs never write a learner's drill progress
     code = run([py, "-m", "pytest", *targets, "--nbval-lax", "--nbval-current-env",
-                "--nbval-cell-timeout", "300", "-n", "2", "--dist", "loadscope", "-p", "no:cacheprovider",
-                "--durations", "15",
-                *args], env=env)
+                "--nbval-cell-timeout", "300", "-n", "2", "--dist", "loadscope", "--no-loadscope-reorder",
+                "-p", "no:cacheprovider", *args], env=env)
     say(f"测试用时 (test time): {time.time() - t0:.0f} s, exit code {code} · Python "
         f"{'.'.join(map(str, python_version(py)))} · torch {torch_build(py)} · venv {shown(VENV)}")
     return code
@@ -490,13 +494,21 @@ def cmd_sweep(args: list[str]) -> int:
 
 
 def cmd_book(args: list[str]) -> int:
-    """Build the static book offline: build/book/html/index.html."""
-    return run([ensure_env(), ROOT / "tools" / "book.py", "book", *args])
+    """Build the static book offline: build/book/html/index.html. Executes only the notebooks not
+    current in build/executed/ (after `run.py test`: none)."""
+    py, t0 = ensure_env(), time.time()
+    code = run([py, ROOT / "tools" / "book.py", "book", *args])
+    say(f"网页版用时 (book build time): {time.time() - t0:.0f} s, exit code {code}")
+    return code
 
 
 def cmd_slides(args: list[str]) -> int:
-    """Build reveal.js lecture slides for every notebook: build/slides/NN_name.slides.html."""
-    return run([ensure_env(), ROOT / "tools" / "book.py", "slides", *args])
+    """Build reveal.js lecture slides for every notebook: build/slides/NN_name.slides.html (from
+    build/executed/, like the book)."""
+    py, t0 = ensure_env(), time.time()
+    code = run([py, ROOT / "tools" / "book.py", "slides", *args])
+    say(f"幻灯片用时 (slides build time): {time.time() - t0:.0f} s, exit code {code}")
+    return code
 
 
 COMMANDS = {"course": cmd_course, "test": cmd_test, "book": cmd_book, "slides": cmd_slides, "freeze": cmd_freeze,
