@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from ..report import Finding, SubmissionError
+from .backward_fit import fit_grad_x
 from .formulas import FIXED_EPS
 from .messages import BW_TEXT
 from .probes import PROD, _raised, close, fail, guarded, is_timeout, ok, short, step
@@ -102,7 +103,7 @@ def backward_checks(fn, which_norm: str, out: list[Finding] | None = None) -> li
             if bn else
             [((4, 8), 1e-5, 2.0, 0.5), ((6, 5), 1e-2, 0.1, 0.0), ((4, 8), 1e-5, 1e-3, 0.0), ((3, 8), 1e-5, 1e3, 0.0)])
     names = ["grad_x", "grad_weight", "grad_bias"][:2 if which_norm == "rmsnorm" else 3]
-    probes = []
+    probes, crashed = [], []
     mode = {"numpy": False}
     for shape, eps, scale, offset in plan:
         x = (torch.randn(shape, generator=g, dtype=torch.float64) * scale + offset).requires_grad_(True)
@@ -117,7 +118,8 @@ def backward_checks(fn, which_norm: str, out: list[Finding] | None = None) -> li
         (y * gy).sum().backward()
         expected = (x.grad, w.grad) + ((b.grad,) if which_norm != "rmsnorm" else ())
         p = {"x": x.detach(), "w": w.detach(), "gy": gy, "eps": eps, "expected": expected, "label": f"{shape}, eps={eps:g}, |x|≈{scale:g}"}
-        with step(out, "returns"):
+        errs: list[Finding] = []
+        with step(errs, "returns"):
             args = _bw_args(fn, gy.clone(), x.detach().clone(), w.detach().clone(), eps, out)
             if mode["numpy"]:
                 got = guarded(fn, *(a.numpy() if isinstance(a, Tensor) else a for a in args))
@@ -151,8 +153,14 @@ def backward_checks(fn, which_norm: str, out: list[Finding] | None = None) -> li
                 fixed.append(r)
             p["got"] = tuple(r.detach().double() for r in fixed)
             probes.append(p)
-        if _raised(out, "returns"):
-            return out          # the same error on every probe: say it once
+        if errs:                # a crash on one input is one finding; the others are still compared
+            crashed.append(p["label"])
+            if not _raised(out, "returns"):
+                out.extend(errs)
+    if crashed:
+        raised = next(f for f in out if f.id == "returns" and not f.passed)
+        raised.message += (f"（在输入 {'; '.join(crashed)} 上；" +
+                           (f"其余 {len(probes)} 组输入照常比较）" if probes else "所有输入都报错）"))
     if not probes:
         return out
     with step(out, "gradients"):        # the comparison and the search: a finding, never a lost report
@@ -223,6 +231,11 @@ def _bw_compare(probes, names, which_norm, bn, out):
             first.setdefault("constant_factor", i)
             diagnosed.setdefault("constant_factor", []).append(f"{name} {factor}（N 为行数，D 为列数）"
                                                                if "N" in factor or "D" in factor else f"{name} {factor}")
+            continue
+        fitted = fit_grad_x(probes, which_norm) if i == 0 else None
+        if fitted:                      # the general path: the true formula's terms, fitted
+            for id, text in fitted.items():
+                out.append(fail(id, f"{text}（grad_x 按真实公式的各项做最小二乘拟合得出）", p["x"], p["expected"][i], p["got"][i]))
             continue
         labels = [q["label"] for q in bad]
         out.append(fail(name, f"{name} 与 float64 autograd 不一致；不一致的输入：{'; '.join(labels)}",

@@ -11,7 +11,9 @@ from ..report import Finding, SubmissionError
 from .batchnorm_modes import BN_SHAPES, BN_STEPS, LAYOUT, _bn_eval, _bn_fresh, _bn_options, _bn_production, _stats
 from .formulas import FIXED_EPS, Formula, Probe, deviation_findings, search
 from .probes import (PROD, Builder, _raised, close, fail, find_bias, find_gain, find_stats, is_timeout, ok, output_of,
-                     step)
+                     set_tensor, step)
+from .diagnosis import as_findings, property_findings
+from .properties import measure
 from .references import _bn_axes, _bshape, _torch_bn
 
 # ---------------------------------------------------------------- BatchNorm (module)
@@ -163,6 +165,12 @@ def _bn_train(build, C, rank, g, out):
             out.extend(deviation_findings("BatchNorm", found[0], found[1], correct, probes, rank))
         else:
             p = bad[0]
+            named = _bn_properties(build, C, rank, g)
+            if named:
+                named[0].example = fail("", "", p.x_in, p.expected, p.got).example
+                out.extend(named)
+                _bn_running(seen, xs, C, rank, out)
+                return False
             nonfinite = not torch.isfinite(p.got).all()
             out.append(fail(id, ("输出里有 NaN 或 inf：检查分母和 ε" if nonfinite else
                                  f"训练模式输出与 F.batch_norm 不一致 ({LAYOUT[rank]}，第 {probes.index(p) + 1} 步)"),
@@ -171,6 +179,28 @@ def _bn_train(build, C, rank, g, out):
         out.append(ok(id, f"训练模式 {LAYOUT[rank]}：3 步（|x| 1e-3…30）输出与 F.batch_norm 一致"))
     _bn_running(seen, xs, C, rank, out)
     return not bad
+
+
+def _bn_properties(build, C, rank, g) -> list[Finding]:
+    """The general path for a training forward no known formula reproduces: properties measured as a
+    black box (properties.py), each one that differs from torch's as a finding (diagnosis.py)."""
+    try:
+        mod, _, _ = _bn_fresh(build, C, rank, g, eps=1e-2, momentum=0.1)
+        gname, w = find_gain(mod, C)
+        bname, b = find_bias(mod, C, gname)
+        if w is not None:
+            set_tensor(w, torch.ones(C))
+        if b is not None:
+            set_tensor(b, torch.zeros(C))
+        shp = _bshape(rank, C)
+        x = torch.randn(BN_SHAPES[rank], generator=g) * 2 + torch.randn(shp, generator=g) * 1.5
+        props = measure(lambda t: output_of(mod, t).detach().double(), x, _bn_axes(rank), 1e-2)
+    except SubmissionError as err:
+        if is_timeout(err):
+            raise
+        return []
+    texts = property_findings("BatchNorm", props, _bn_axes(rank), tuple(BN_SHAPES[rank]), 1e-2)
+    return as_findings(texts)
 
 
 def _bn_running(seen, xs, C, rank, out):

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import math
 
+from ..report import Finding
 from .messages import KEEPDIM, is_broadcast_error  # noqa: F401 - re-exported for the cards
+from .probes import fail
 from .properties import Props
 
 STAT_WORD = {"LayerNorm": "标准差", "BatchNorm": "标准差", "RMSNorm": "RMS"}
@@ -116,3 +118,9 @@ def property_findings(kind: str, props: Props, expected_axes: tuple[int, ...], s
             texts["eps_ignored"] = (f"传入 eps={eps:g}，输出却相当于 eps≈{v:.2g} (the eps argument is ignored)：用 self.eps，"
                                     "不要把常数写死")
     return texts
+
+
+def as_findings(texts: dict[str, str]) -> list[Finding]:
+    """One interview finding per property that differs, each saying how many there are."""
+    both = "（同时有 " + str(len(texts)) + " 处错误）" if len(texts) > 1 else ""
+    return [fail(i, t + both) for i, t in texts.items()]

@@ -9,7 +9,7 @@ import torch
 
 from ..report import Finding, SubmissionError
 from .formulas import FIXED_EPS, Formula, Probe, deviation_findings, search
-from .diagnosis import KEEPDIM, is_broadcast_error, property_findings
+from .diagnosis import KEEPDIM, as_findings, is_broadcast_error, property_findings
 from .probes import (KIND_WORDS, PROD, Builder, _raised, close, fail, find_bias, find_gain, is_timeout, ok, output_of,
                      set_tensor, step, tensor_kind)
 from .properties import measure
@@ -277,8 +277,7 @@ def _ln_properties(build, rms, kind, g, shape) -> list[Finding]:
             raise
         return []
     texts = property_findings(kind, props, (len(shape) - 1,), tuple(shape), eps)
-    both = "（同时有 " + str(len(texts)) + " 处错误）" if len(texts) > 1 else ""
-    return [fail(i, t + both) for i, t in texts.items()]
+    return as_findings(texts)
 
 
 def _ln_gradients(build, rms, eps, g, shape, out):
