@@ -20,6 +20,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "normlab"
 
@@ -387,6 +389,40 @@ def test_a_module_importing_its_own_package_init_back_is_a_cycle(tmp_path):
                             "normlab/viz.py": "from normlab import SEED\nTable = list\n"})
     assert find_cycles(import_graph(root)) == [
         "normlab -> normlab.viz (imported at normlab l.1) -> normlab (imported at normlab.viz l.1)"]
+
+
+@pytest.mark.parametrize("local", ["from normlab import companion", "import normlab.companion as c",
+                                   "from .. import companion", "from . import *"])
+def test_a_function_local_import_of_the_parent_package_is_a_cycle(tmp_path, local):
+    """A wing's module that imports its own package inside a function (normlab/companion/errata.py once
+    did: `from normlab import companion`) while the package's __init__ imports that module: a cycle,
+    named with the line and "inside a function"; the same import of a sibling module is none."""
+    files = {"normlab/__init__.py": "", "normlab/companion/__init__.py": "from .errata import show\n",
+             "normlab/companion/base.py": "X = 1\n",
+             "normlab/companion/errata.py": f"def show():\n    {local}\n    return 1\n"}
+    cycles = find_cycles(import_graph(plant(tmp_path, files)))
+    assert cycles == ["normlab.companion -> normlab.companion.errata (imported at normlab.companion l.1) -> "
+                      "normlab.companion (imported at normlab.companion.errata l.2, inside a function)"]
+    (tmp_path / "normlab" / "companion" / "errata.py").write_text(
+        "def show():\n    from . import base\n    return base.X\n", encoding="utf-8")
+    assert find_cycles(import_graph(tmp_path)) == []
+
+
+def test_the_companion_does_not_import_itself_back():
+    """No module of normlab/companion imports the companion package (`normlab.companion`) at all."""
+    graph = import_graph(ROOT)
+    back = [f"{m} {i.where()}" for m, imports in graph.items() if m.startswith("normlab.companion.")
+            for i in imports if i.target == "normlab.companion"]
+    assert not back, back
+
+
+TOOLS_MAX_LINES = 400   # tools/: each file one job, short enough to read (issue 27)
+
+
+def test_no_tool_is_longer_than_it_can_be_read():
+    long = {p.name: n for p in sorted((ROOT / "tools").glob("*.py"))
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > TOOLS_MAX_LINES}
+    assert not long, f"tools/ files over {TOOLS_MAX_LINES} lines (split them by job): {long}"
 
 
 def test_each_layer_rule_catches_its_mistake(tmp_path):
