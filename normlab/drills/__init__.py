@@ -34,12 +34,15 @@ Kinds and what ``impl`` is (signatures mirror torch.nn):
     "postnorm_block"      f(x, sublayer, norm) -> norm(x + sublayer(x))
     "dyt"                 class DyT(d, alpha_init=0.5): weight * tanh(alpha * x) + bias (notebook 07)
 
-Timed mode and progress (issue 18): ``drills.start("layernorm")`` in its own cell when the card is
-opened starts the clock (a card name such as "blocks" or "deepnorm" starts all its kinds); a check
-reports the time against the card's target and the first passing check stops the clock. Every check
-of a card the learner filled in is saved to a small JSON file (``$NORMLAB_DRILLS_FILE``, default
-~/.normlab/drills.json): ``python -m normlab.drills --progress`` prints it, ``--reset CARD`` forgets
-one card's progress (never an answer). See progress.py.
+Timed mode and progress (issue 18, 28): ``drills.start("layernorm")`` in its own cell opens the card:
+it starts the clock (a card name such as "blocks" or "deepnorm" starts all its kinds); a check
+reports the time against the card's target and the first passing check stops the clock. The
+checks of an opened card (and of the command line, and ``check(..., record=True)``) are the
+learner's attempts, saved to a small JSON file (``$NORMLAB_DRILLS_FILE``, default
+~/.normlab/drills.json); a plain ``check()`` from a script, test or tool writes nothing.
+``python -m normlab.drills --progress`` prints it, ``--reset CARD`` forgets one card's progress
+(never an answer); ``start CARD`` / ``check CARD FILE`` time an attempt written in one's own
+editor. See progress.py and ``python -m normlab.drills --help``.
 
 Every check compares with torch's own functions (F.layer_norm, F.rms_norm, F.batch_norm) or
 float64 autograd; when an output differs, the known wrong formulas and their combinations
@@ -49,8 +52,9 @@ or shapes differ from torch's (gamma/beta, a_2/b_2, (1, C, 1, 1) parameters, a r
 is still checked; the difference is a production finding. Learner code runs under a time limit;
 an exception in any step, a wrong shape or dtype, NaN or a timeout becomes a finding of that step,
 never a crash of the checker or a lost report. Command line:
-    python -m normlab.drills layernorm path/to/my_ln.py [--level production]
-    python -m normlab.drills --progress | --reset CARD
+    python -m normlab.drills start layernorm                      # start the clock, say what to write
+    python -m normlab.drills check layernorm my_ln.py [--level production]   # or: layernorm my_ln.py
+    python -m normlab.drills --progress | --reset CARD | --help
 """
 
 from __future__ import annotations
@@ -60,7 +64,7 @@ import torch
 from . import progress
 from .checks import (backward_checks, block_checks, bn_checks, deepnorm_constant_checks, deepnorm_init_checks,
                      deepnorm_residual_checks, dyt_checks, ln_checks)
-from .progress import CARDS, TARGETS, record_progress, start
+from .progress import CARDS, DEFINES, TARGETS, record_progress, start
 from .report import LEVELS, Finding, Report, SubmissionError
 
 KINDS = {
@@ -77,18 +81,20 @@ KINDS = {
     "postnorm_block": lambda fn, out: block_checks(fn, "post", out),
     "dyt": dyt_checks,
 }
-NAMES = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm", "batchnorm": "BatchNorm",
-         "layernorm_backward": "layernorm_backward", "batchnorm_backward": "batchnorm_backward",
-         "rmsnorm_backward": "rmsnorm_backward", "deepnorm_constants": "deepnorm_constants",
-         "deepnorm_residual": "deepnorm_residual", "deepnorm_init": "deepnorm_init", "prenorm_block": "prenorm_block",
-         "postnorm_block": "postnorm_block", "dyt": "DyT"}
+# the name a submission file must define for each kind (its signature: progress.DEFINES)
+NAMES = {kind: name for kind, (name, _, _) in DEFINES.items()}
 
 
-def check(kind: str, impl, level: str = "interview") -> Report:
+def check(kind: str, impl, level: str = "interview", record: bool | None = None) -> Report:
     """Run every check of ``kind`` on ``impl`` and return a Report (never raises for learner bugs).
 
     ``report.passed`` is the interview level whatever ``level`` is; ``level`` picks the level the
-    report leads with and ``report.passed_at()`` answers for (the CLI's ``--level``)."""
+    report leads with and ``report.passed_at()`` answers for (the CLI's ``--level``).
+
+    ``record``: whether this check is one of the learner's attempts, saved to the progress file.
+    Called as a library (a script, a test, a tool) a check writes nothing; ``record=True`` records
+    (the command line does); the default ``None`` records only a kind whose card ``drills.start``
+    opened in this process (notebook 08's cards)."""
     if kind not in KINDS:
         raise ValueError(f"未知的练习类型 (unknown drill kind) {kind!r}；可选: {sorted(KINDS)}")
     if level not in LEVELS:
@@ -109,9 +115,11 @@ def check(kind: str, impl, level: str = "interview") -> Report:
     finally:
         torch.set_num_threads(threads)
     report = Report(kind, findings, level=level, target=progress.TARGETS[kind])
-    report.elapsed, report.clock_running = progress.lap(kind, report.passed_at())
-    progress.record(report)
+    recording = progress.wants(kind, record)
+    report.elapsed, report.clock_running = progress.lap(kind, report.passed_at(), shared=recording)
+    if recording:
+        progress.record(report)
     return report
 
 
-__all__ = ["check", "start", "record_progress", "KINDS", "NAMES", "LEVELS", "CARDS", "TARGETS", "Report", "Finding"]
+__all__ = ["check", "start", "record_progress", "KINDS", "NAMES", "DEFINES", "LEVELS", "CARDS", "TARGETS", "Report", "Finding"]
