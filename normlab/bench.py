@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from . import norms
+from .env import console_safe
 from .viz import Table
 
 # Contenders by identifier (the keys of ``run``'s results); labels are for the table only.
@@ -190,6 +191,7 @@ def recorded_gpu_table(case: str = "float32 (64, 512, 1024)") -> Table:
 
 
 def main(argv: list[str] | None = None) -> int:
+    console_safe()   # ✓/✗ and the like readable on any console (a GBK one too), never a crash
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--full", action="store_true", help="bigger tensor (64, 512, 1024) and more rounds")
     ap.add_argument("--compile", action="store_true", help="add a torch.compile'd fused Add+RMSNorm (~20 s to compile)")

@@ -122,6 +122,9 @@ def bench_browser(repeats: int, chromium: str) -> list[list]:
 
 
 def main() -> int:
+    from normlab.env import console_safe   # ✓/✗ and the like readable on any console (a GBK one too)
+
+    console_safe()
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--browser", action="store_true", help="also time the static page's redraw in Chromium")

@@ -320,6 +320,9 @@ def load() -> str:
 
 
 def main(argv: list[str]) -> int:
+    from normlab.env import console_safe   # ✓/✗ and the like readable on any console (a GBK one too)
+
+    console_safe()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-n", type=int, default=10, help="interactions per control (default 10)")
     g = ap.add_mutually_exclusive_group()

@@ -67,6 +67,9 @@ def do_bench_table(shape, dtype) -> dict[str, dict[str, float]]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from normlab.env import console_safe   # ✓/✗ and the like readable on any console (a GBK one too)
+
+    console_safe()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(ROOT / "build" / "gpu_bench.json"))
     args = ap.parse_args(argv)

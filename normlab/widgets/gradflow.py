@@ -31,6 +31,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, LogLocator, NullLocator
 
 from .. import blocks, probes
+from ..env import console_safe
 from . import web_host
 from .figure import fixed_figure, png_bytes
 
@@ -377,6 +378,7 @@ def static_figure(depth: int = 48, width: int = 64,
 
 
 def main(argv: list[str] | None = None) -> int:
+    console_safe()   # ✓/✗ and the like readable on any console (a GBK one too), never a crash
     p = argparse.ArgumentParser(prog="python -m normlab.widgets.gradflow",
                                 description="The gradient-flow widget's precomputed grid (book and slides).")
     p.add_argument("--write-grid", action="store_true", help=f"recompute GRID and write {GRID_FILE.name}")
