@@ -13,6 +13,7 @@ from .formulas import FIXED_EPS, Formula, Probe, deviation_findings, search
 from .probes import (PROD, Builder, _raised, close, fail, find_bias, find_gain, find_stats, is_timeout, ok, output_of,
                      set_tensor, step)
 from .diagnosis import as_findings, property_findings
+from .messages import KEEPDIM, is_broadcast_error
 from .properties import measure
 from .references import _bn_axes, _bshape, _torch_bn
 
@@ -62,6 +63,8 @@ def bn_checks(impl, out: list[Finding] | None = None) -> list[Finding]:
         else:
             out.append(fail("layout", "(N, C) 和 (N, C, H, W) 的输入都无法运行：" +
                             "；".join(f"{LAYOUT[r]}: {why.get(r, '')}" for r in BN_SHAPES)))
+            if any(is_broadcast_error(why.get(r, "")) for r in BN_SHAPES):
+                out.append(fail("keepdim_missing", KEEPDIM))
         _bn_production(build, impl, C, g, supported, why, nhwc, out)
         return out
     right = {}

@@ -6,7 +6,7 @@ import torch
 from torch import Tensor
 
 from ..report import SubmissionError
-from .messages import MISTAKE_TEXT
+from .messages import KEEPDIM, MISTAKE_TEXT, is_broadcast_error
 from .probes import (PROD, _Skip, close, fail, find_bias, find_gain, find_stats, guarded, is_timeout, ok, output_of,
                      set_mode, set_tensor, step)
 from .references import _bn_axes, _torch_bn
@@ -181,7 +181,8 @@ def _bn_production(build, impl, C, g, supported, why, nhwc, out, running_ok=True
         extra = "；你的实现把通道放在最后 (N, H, W, C)（channels-last）" if nhwc and r == 4 else ""
         out.append(fail("channels_last" if nhwc and r == 4 else "layouts",
                         f"只支持 {LAYOUT[supported[0]]}：{LAYOUT[r]} 的输入不行（{why.get(r, '')}）{extra}。"
-                        f"面试级检查只在 {LAYOUT[supported[0]]} 上做；torch 的 BatchNorm1d/2d 两种都有", level=PROD))
+                        f"面试级检查只在 {LAYOUT[supported[0]]} 上做；torch 的 BatchNorm1d/2d 两种都有"
+                        + ("。" + KEEPDIM if is_broadcast_error(why.get(r, "")) else ""), level=PROD))
     elif supported:
         out.append(ok("layouts", "(N, C) 与 (N, C, H, W) 都支持", PROD))
     if not supported:

@@ -7,15 +7,11 @@ from __future__ import annotations
 import math
 
 from ..report import Finding
-from .messages import KEEPDIM, is_broadcast_error  # noqa: F401 - re-exported for the cards
+from .formulas import axes_text
 from .probes import fail
 from .properties import Props
 
 STAT_WORD = {"LayerNorm": "标准差", "BatchNorm": "标准差", "RMSNorm": "RMS"}
-def axes_words(axes: tuple[int, ...]) -> str:
-    return "dim=(" + ", ".join(str(a) for a in axes) + ("," if len(axes) == 1 else "") + ")"
-
-
 def _close(a: float, b: float, rel: float = 0.02) -> bool:
     return abs(a - b) <= rel * abs(b)
 
@@ -46,12 +42,12 @@ def property_findings(kind: str, props: Props, expected_axes: tuple[int, ...], s
     texts: dict[str, str] = {}
     stat = STAT_WORD[kind]
     if props.axes is not None and tuple(props.axes) != tuple(expected_axes):
-        want = "最后 1 维 (dim=-1)" if kind != "BatchNorm" else f"{axes_words(expected_axes)}（每个通道在 batch 和空间维上）"
+        want = "最后 1 维 (dim=-1)" if kind != "BatchNorm" else f"{axes_text(expected_axes)}（每个通道在 batch 和空间维上）"
         if not props.axes:
             texts["wrong_axis"] = (f"改动一个元素时只有它自己的输出变了：你没有在任何维上求统计量 (no reduction)；"
                                    f"{kind} 应在 {want} 上求（输入形状 {shape}）")
         else:
-            texts["wrong_axis"] = (f"归约轴不对 (wrong reduction axes)：改动一个元素，{axes_words(props.axes)} 上的输出都变了——"
+            texts["wrong_axis"] = (f"归约轴不对 (wrong reduction axes)：改动一个元素，{axes_text(props.axes)} 上的输出都变了——"
                                    f"你在这些维上求统计量；{kind} 应在 {want}（输入形状 {shape}）")
     if props.degree is None:
         return texts
@@ -114,7 +110,10 @@ def property_findings(kind: str, props: Props, expected_axes: tuple[int, ...], s
                                      "应为 sqrt(var + ε)，不是 sqrt(var) + ε（或 std + ε）")
     elif props.eps_kind == "inside" and eps is not None and props.eps_value is not None:
         v = props.eps_value
-        if not (_close(v, eps, 0.1) or _close(v, eps * (props.n - 1) / props.n, 0.1)):
+        if _close(v, eps / props.n, 0.1) and not _close(v, eps, 0.1):
+            texts["eps_ignored"] = (f"ε 加在了平方和上 (eps added to the sum)：sqrt(Σx² + ε) 相当于 sqrt(mean(x²) + ε/n)，"
+                                    f"n = {props.n}；应为 sqrt(mean(x²) + ε)")
+        elif not (_close(v, eps, 0.1) or _close(v, eps * (props.n - 1) / props.n, 0.1)):
             texts["eps_ignored"] = (f"传入 eps={eps:g}，输出却相当于 eps≈{v:.2g} (the eps argument is ignored)：用 self.eps，"
                                     "不要把常数写死")
     return texts

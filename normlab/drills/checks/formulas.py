@@ -96,7 +96,7 @@ def search(probes: list[Probe], correct: Formula, alternatives: dict[str, list],
     return None
 
 
-def axes_text(axes: tuple[int, ...], rank: int) -> str:
+def axes_text(axes: tuple[int, ...], rank: int | None = None) -> str:
     return "dim=(" + ", ".join(str(a) for a in axes) + ("," if len(axes) == 1 else "") + ")"
 
 

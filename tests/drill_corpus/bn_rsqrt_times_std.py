@@ -1,0 +1,26 @@
+"""BatchNorm that divides by rsqrt(var + eps): the output is multiplied by the standard deviation."""
+import torch
+from torch import nn
+
+DRILL = {"kind": "batchnorm", "interview": False, "production": False, "findings": ["times_rms"]}
+
+
+class BatchNorm(nn.Module):
+    def __init__(self, num_features, eps=1e-5, momentum=0.1):
+        super().__init__()
+        self.eps, self.momentum = eps, momentum
+        self.weight = nn.Parameter(torch.ones(num_features))
+        self.bias = nn.Parameter(torch.zeros(num_features))
+        self.register_buffer("running_mean", torch.zeros(num_features))
+        self.register_buffer("running_var", torch.ones(num_features))
+
+    def forward(self, x):
+        if self.training:
+            m, v = x.mean(0), x.var(0, unbiased=False)
+            with torch.no_grad():
+                n = x.shape[0]
+                self.running_mean.mul_(1 - self.momentum).add_(self.momentum * m)
+                self.running_var.mul_(1 - self.momentum).add_(self.momentum * v * n / (n - 1))
+        else:
+            m, v = self.running_mean, self.running_var
+        return (x - m) / torch.rsqrt(v + self.eps) * self.weight + self.bias

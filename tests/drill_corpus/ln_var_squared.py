@@ -1,0 +1,18 @@
+"""Divides by (var + eps) ** 2 where the square root ** 0.5 is meant."""
+import torch
+from torch import nn
+
+DRILL = {"kind": "layernorm", "interview": False, "production": False, "findings": ["var_squared"]}
+
+
+class LayerNorm(nn.Module):
+    def __init__(self, features, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(features))
+        self.bias = nn.Parameter(torch.zeros(features))
+
+    def forward(self, x):
+        mean = x.mean(-1, keepdim=True)
+        var = ((x - mean) ** 2).mean(-1, keepdim=True)
+        return (x - mean) / (var + self.eps) ** 2 * self.weight + self.bias
