@@ -31,19 +31,76 @@ def test_versions_compare_as_numbers():
     assert not version_tuple("3.9") >= version_tuple("3.11")   # as strings, "3.9" >= "3.11"
 
 
-def test_environment_yml_matches_pyproject():
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    extras = [r for reqs in project["optional-dependencies"].values() for r in reqs]
-    wanted = {_norm(r) for r in project["dependencies"] + extras}
-    env = yaml.safe_load((ROOT / "environment.yml").read_text(encoding="utf-8"))
+COURSE_ONLY_EXCLUDES = ("triton", "playwright", "jupyter-book", "pytest", "nbval")   # ~1 GB, a browser, the book
+
+
+def _env(name: str) -> tuple[dict, list[str]]:
+    env = yaml.safe_load((ROOT / name).read_text(encoding="utf-8"))
     pip_sections = [d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d]
-    assert len(pip_sections) == 1, "environment.yml needs exactly one pip: section"
-    listed = {_norm(r) for r in pip_sections[0] if not r.startswith("-e")}
+    assert len(pip_sections) == 1, f"{name} needs exactly one pip: section"
+    return env, pip_sections[0]
+
+
+def _name(req: str) -> str:
+    return re.split(r"[<>=!~;\[ ]", req.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
+def test_environment_yml_matches_pyproject():
+    """environment.yml (conda learners) = the course: pyproject's dependencies exactly, and `-e .` without extras."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    env, pip = _env("environment.yml")
+    listed = {_norm(r) for r in pip if not r.startswith("-e")}
+    wanted = {_norm(r) for r in project["dependencies"]}
     assert listed == wanted, f"only in environment.yml: {listed - wanted}; only in pyproject: {wanted - listed}"
-    assert "-e ." in pip_sections[0]
+    assert [r for r in pip if r.startswith("-e")] == ["-e ."], "the course package itself, without extras"
     python = [d for d in env["dependencies"] if isinstance(d, str) and d.startswith("python")]
     assert python and version_tuple(python[0].split("=")[-1]) >= version_tuple(requires_python(project))
     assert "torch==2.13.0" in project["dependencies"]
+
+
+def would_install(env: dict, project: dict) -> set[str]:
+    """The distributions an environment file names, by our own lists: its conda entries, its pip entries,
+    and through `-e .[extras]` pyproject's dependencies and those extras (what pip resolves beyond that,
+    third-party packages' own dependencies, is not ours)."""
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
+    names = [d for d in env["dependencies"] if isinstance(d, str)] + [r for r in pip if not r.startswith("-e")]
+    for r in pip:
+        if r.startswith("-e"):
+            names += project["dependencies"]
+            extras = re.search(r"\[(.*)\]", r)
+            for extra in extras.group(1).split(",") if extras else []:
+                names += project["optional-dependencies"][extra.strip()]
+    return {_name(n) for n in names}
+
+
+def test_environment_yml_installs_no_test_or_book_machinery():
+    """`conda env create -f environment.yml` gives a learner the course: no Triton (~1 GB), Playwright
+    (a browser driver), Jupyter Book or test runner. (torch's own CUDA wheel on Linux depends on
+    Triton; the CPU wheel, see the file's comment, does not.)"""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    env, _ = _env("environment.yml")
+    assert not would_install(env, project) & set(COURSE_ONLY_EXCLUDES),         sorted(would_install(env, project) & set(COURSE_ONLY_EXCLUDES))
+    # the check catches both ways back: the extras listed again, or installed through -e .[...]
+    listed = {"dependencies": ["python=3.11", {"pip": project["dependencies"] + project["optional-dependencies"]["fused"]
+                                                      + ["-e ."]}]}
+    through_e = {"dependencies": ["python=3.11", {"pip": ["-e .[book]"]}]}
+    assert "triton" in would_install(listed, project) and "playwright" in would_install(through_e, project)
+
+
+def test_environment_dev_yml_is_the_course_plus_every_extra():
+    """environment-dev.yml (maintainers) installs the package with every extra of pyproject.toml: what
+    `python3 run.py test` installs; a new extra must be named there too."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    env, pip = _env("environment-dev.yml")
+    editable = [r for r in pip if r.startswith("-e")]
+    assert len(editable) == 1 and re.fullmatch(r"-e \.\[[a-z,]+\]", editable[0]), editable
+    extras = set(editable[0][len("-e .["):-1].split(","))
+    assert extras == set(project["optional-dependencies"]), extras
+    assert not [r for r in pip if not r.startswith("-e")], "dependencies come from pyproject.toml through -e"
+    learner_env, _ = _env("environment.yml")
+    assert env["name"] != learner_env["name"]
+    python = [d for d in env["dependencies"] if isinstance(d, str) and d.startswith("python")]
+    assert python == [d for d in learner_env["dependencies"] if isinstance(d, str) and d.startswith("python")]
 
 
 LOCKS = {(3, 11): "requirements-tested.txt", (3, 12): "requirements-tested-py3.12.txt",
