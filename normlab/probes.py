@@ -174,17 +174,21 @@ def jacobian_norms(layers: Sequence[nn.Module], x: Tensor, kind: str = "spectral
                      the end-to-end Jacobian's norm (chain rule), often loosely.
     kind="rms":      ||J||_F / sqrt(n_out), the root-mean-square singular value: how much a typical
                      (random) direction is stretched.
+    kind="min":      the smallest singular value sigma_min: how much the most-shrunk direction keeps
+                     (the worst case for vanishing; the product over layers bounds the end-to-end
+                     sigma_min from below).
     """
     if not isinstance(x, Tensor) or x.dim() != 1:
         raise ValueError("jacobian_norms 期望一个一维向量 x (expected a 1-D input vector of shape (width,)).")
-    if kind not in ("spectral", "rms"):
-        raise ValueError(f"kind 应为 'spectral' 或 'rms'，实际 {kind!r} (kind expected 'spectral' or 'rms').")
+    if kind not in ("spectral", "rms", "min"):
+        raise ValueError(f"kind 应为 'spectral'、'rms' 或 'min'，实际 {kind!r} (kind expected 'spectral', 'rms' or 'min').")
     norms = []
     h = x.detach()
     for layer in layers:
         f = lambda v, layer=layer: layer(v[None])[0]
         jac = torch.autograd.functional.jacobian(f, h)
         norms.append(torch.linalg.matrix_norm(jac, ord=2).item() if kind == "spectral"
+                     else torch.linalg.svdvals(jac)[-1].item() if kind == "min"
                      else (jac.norm() / jac.shape[0] ** 0.5).item())
         with torch.no_grad():
             h = f(h)

@@ -156,3 +156,40 @@ def test_building_the_mlp_leaves_torchs_global_rng_alone():
     a = bn_lesson.mlp("bn_noise", depth=2, seed=4)
     assert torch.equal(torch.random.get_rng_state(), state)
     assert all(torch.equal(p, q) for p, q in zip(a.parameters(), bn_lesson.mlp("bn_noise", depth=2, seed=4).parameters()))
+
+
+def test_xavier_mlp_uses_tanhs_recommended_gain_against_glorots_formula():
+    """init="xavier": Xavier-uniform, U(+-a) with a = gain * sqrt(6 / (fan_in + fan_out)) (Glorot & Bengio
+    2010, eq. 16), gain 5/3 for tanh on the hidden layers, 1 on the output layer, zero biases; the
+    default init is PyTorch's U(+-1/sqrt(fan_in))."""
+    model = bn_lesson.mlp("none", depth=3, width=256, act="tanh", seed=2, init="xavier")
+    lin = [m for m in model if isinstance(m, nn.Linear)]
+    for k, m in enumerate(lin):
+        gain = 5 / 3 if k < len(lin) - 1 else 1.0
+        a = gain * (6 / (m.in_features + m.out_features)) ** 0.5
+        w = m.weight.detach()
+        assert w.abs().max() <= a and w.abs().max() > 0.95 * a               # fills U(-a, a)
+        assert w.std().item() == pytest.approx(a / 3 ** 0.5, rel=0.08)        # std of U(-a, a)
+        assert torch.count_nonzero(m.bias) == 0
+    default = [m for m in bn_lesson.mlp("none", depth=3, width=256, seed=2) if isinstance(m, nn.Linear)]
+    assert default[1].weight.abs().max() <= 1 / 256 ** 0.5 and torch.count_nonzero(default[1].bias) > 0
+    relu = [m for m in bn_lesson.mlp("bn", depth=2, width=64, act="relu", seed=2, init="xavier") if isinstance(m, nn.Linear)]
+    assert relu[1].weight.abs().max() <= 2 ** 0.5 * (6 / 128) ** 0.5      # ReLU's gain sqrt(2)
+    with pytest.raises(ValueError, match="未知的初始化"):
+        bn_lesson.mlp("none", init="he")
+    with pytest.raises(ValueError, match="未知的激活函数"):
+        bn_lesson.mlp("none", act="gelu")
+
+
+def test_noise_only_network_is_bn_noise_without_the_batchnorm():
+    """norm="noise" (section 6's control): the same NoisyShift draws as bn_noise, no BatchNorm layer."""
+    a, b = bn_lesson.mlp("noise", depth=2, seed=4), bn_lesson.mlp("bn_noise", depth=2, seed=4)
+    assert not any(isinstance(m, nn.BatchNorm1d) for m in a.modules())
+    shifts_a = [m for m in a.modules() if isinstance(m, bn_lesson.NoisyShift)]
+    shifts_b = [m for m in b.modules() if isinstance(m, bn_lesson.NoisyShift)]
+    assert len(shifts_a) == 2 and [s.generator.initial_seed() for s in shifts_a] == [s.generator.initial_seed() for s in shifts_b]
+    x = torch.randn(8, 64)
+    lin = [m for m in a if isinstance(m, nn.Linear)]
+    a.eval()                                                                 # eval: the noise is off, so a plain MLP
+    h = torch.tanh(F.linear(torch.tanh(F.linear(x, lin[0].weight, lin[0].bias)), lin[1].weight, lin[1].bias))
+    torch.testing.assert_close(a(x), F.linear(h, lin[2].weight, lin[2].bias))

@@ -129,23 +129,40 @@ class InputDrift:
 
 
 def mlp(norm: str = "none", depth: int = 4, width: int = 64, act: str = "tanh", seed: int = 0,
-        noise: float = 2.0) -> nn.Sequential:
+        noise: float = 2.0, init: str = "default") -> nn.Sequential:
     """64 pixels -> depth x [Linear -> norm -> act] -> 10 logits.
-    norm: none / bn / gn (8 groups) / ln / bn_noise (BN followed by ``NoisyShift(noise)``).
-    The weights come from ``seed``; torch's global random stream is left where it was."""
+    norm: none / bn / gn (8 groups) / ln / bn_noise (BN followed by ``NoisyShift(noise)``) / noise
+    (``NoisyShift`` alone: the noise without BN, a control for bn_noise).
+    init: "default" keeps PyTorch's Linear init (uniform, std 1/sqrt(3 fan_in), a gain of 1/sqrt(3)
+    for any activation); "xavier" uses Xavier-uniform with the activation's recommended gain
+    (``nn.init.calculate_gain``: 5/3 for tanh, sqrt(2) for ReLU) on the hidden layers, gain 1 on the
+    output layer, and zero biases. The weights come from ``seed``; torch's global random stream is
+    left where it was."""
     makers = {"none": lambda c, i: nn.Identity(), "bn": lambda c, i: nn.BatchNorm1d(c),
-            "gn": lambda c, i: nn.GroupNorm(8, c), "ln": lambda c, i: nn.LayerNorm(c),
-            "bn_noise": lambda c, i: nn.Sequential(nn.BatchNorm1d(c), NoisyShift(c, noise, seed=1000 * seed + i))}
+              "gn": lambda c, i: nn.GroupNorm(8, c), "ln": lambda c, i: nn.LayerNorm(c),
+              "bn_noise": lambda c, i: nn.Sequential(nn.BatchNorm1d(c), NoisyShift(c, noise, seed=1000 * seed + i)),
+              "noise": lambda c, i: NoisyShift(c, noise, seed=1000 * seed + i)}
     if norm not in makers:
         raise ValueError(f"未知的 norm={norm!r}：可选 {', '.join(makers)}。(unknown norm)")
-    make = makers[norm]
     acts = {"tanh": nn.Tanh, "relu": nn.ReLU}
+    if act not in acts:
+        raise ValueError(f"未知的激活函数 act={act!r}：可选 {', '.join(acts)}。(unknown activation)")
+    if init not in ("default", "xavier"):
+        raise ValueError(f"未知的初始化 init={init!r}：可选 default、xavier。(unknown init)")
+    make = makers[norm]
     layers, d = [], 64
     with seeded(seed):
         for i in range(depth):
             layers += [nn.Linear(d, width), make(width, i), acts[act]()]
             d = width
-        return nn.Sequential(*layers, nn.Linear(d, 10))
+        model = nn.Sequential(*layers, nn.Linear(d, 10))
+        if init == "xavier":
+            linears = [m for m in model if isinstance(m, nn.Linear)]
+            for k, lin in enumerate(linears):
+                gain = nn.init.calculate_gain(act) if k < len(linears) - 1 else 1.0
+                nn.init.xavier_uniform_(lin.weight, gain=gain)
+                nn.init.zeros_(lin.bias)
+        return model
 
 
 def fold_batchnorm(linear: nn.Linear, bn: nn.BatchNorm1d) -> nn.Linear:
