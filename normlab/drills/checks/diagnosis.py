@@ -64,11 +64,11 @@ def property_findings(kind: str, props: Props, expected_axes: tuple[int, ...], s
             texts["not_centered"] = ("方差没有减均值：分母用了 mean(x²)，那是 RMSNorm 的统计量；LayerNorm 的方差是 "
                                      "mean((x − μ)²)" + ("，分子也要减 μ" if not props.centred else ""))
         elif rms and props.stat == "var":
-            texts["centered"] = ("你除以的是方差 var(x)（torch.var 先减了均值）：RMSNorm 不减均值，分母是 "
-                                 "sqrt(mean(x²) + ε)：x.pow(2).mean(-1, keepdim=True)" +
+            texts["centered"] = ("你除以的是方差 var(x)（torch.var 先减了均值）：RMSNorm 不减均值，分母应为 "
+                                 "sqrt(mean(x²) + ε)，即 x.pow(2).mean(-1, keepdim=True) 加 ε 再开方" +
                                  ("；分子也不减均值" if props.centred else ""))
         elif rms and props.centred:
-            texts["centered"] = "RMSNorm 不减均值 (no mean subtraction)：y = x / sqrt(mean(x²) + ε) · γ"
+            texts["centered"] = "RMSNorm 不减均值 (no mean subtraction)：应为 y = x / sqrt(mean(x²) + ε) · γ"
     unbiased = False
     if props.scale is not None and not _close(props.scale, 1.0, 1e-3):
         n, p, s = props.n, props.p, props.scale
