@@ -404,6 +404,9 @@ def test_a_mistake_is_one_line_with_the_inputs_it_failed_on():
     body = page.split("<tbody>", 1)[1]
     assert body.count("<tr>") == 2 and re.search(r"<code[^>]*>\(5, 8\) float32</code><br><code[^>]*>\(2, 3, 8\) float32</code>", body)
     assert all("text-align:left" in cell for cell in re.findall(r"<t[dh] [^>]*>", page))
+    groups = exercises.check("03.1", lambda x, G, eps=1e-5: _gn(x, 1, eps))  # "G = 3 没有用上" on several probes
+    assert len([f for f in groups.failed if f.id == "ignores_groups"]) >= 3
+    assert str(groups).count("ignores_groups") == 1 and groups._repr_html_().count("没有用上") == 1
     single = exercises.check("01.1", _Detached)                      # one input: no "failed on" line
     assert "failed on" not in str(single) and str(single).count("identity_detached:") == 1
 

@@ -136,7 +136,7 @@ def main(argv: list[str]) -> int:
             say(help_text() if args else usage() + f"\n      {PROG} --help 看每张卡片要定义什么 (what each card needs)")
             return 0 if args else 2
         if args == ["--progress"]:
-            say(progress.table())
+            say(progress.table(encoding=getattr(sys.stdout, "encoding", None) or "utf-8"))
             return 0
         if args[0].split("=", 1)[0] == "--reset":
             names = [args[0].split("=", 1)[1]] if "=" in args[0] else args[1:]

@@ -39,6 +39,7 @@ import warnings
 from datetime import datetime
 from pathlib import Path
 
+from .console import encodable
 from .report import mmss
 
 FILE_VARIABLE = "NORMLAB_DRILLS_FILE"
@@ -327,9 +328,10 @@ def cards_passed(data: dict) -> int:
     return sum(card_mark(data, card, "interview") == "✓" for card in CARDS)
 
 
-def table(data: dict | None = None, path: Path | None = None) -> str:
+def table(data: dict | None = None, path: Path | None = None, encoding: str = "utf-8") -> str:
     """The progress as a text table: one row per card of notebook 08, in its order (a card with several
-    kinds adds one indented row per kind), the count of cards passed, and any clock still running."""
+    kinds adds one indented row per kind), the count of cards passed, and any clock still running.
+    ``encoding``: the console's; its cells are what it can show ([OK] for ✓ on GBK), aligned as shown."""
     path = progress_file() if path is None else path
     data = load(path) if data is None else data
     head = ["卡片 card", "尝试 attempts", "最佳用时 best", "目标 target", "面试级", "工程级"]
@@ -350,6 +352,7 @@ def table(data: dict | None = None, path: Path | None = None) -> str:
         if started:
             since = datetime.fromtimestamp(min(started)).strftime("%H:%M")
             running.append(f"⏱ {number} {card} 计时中 (clock running)：{since} 开始，已 {mmss(max(0.0, wall() - min(started)))}")
+    rows = [[encodable(c, encoding) for c in r] for r in rows]
     widths = [max(_width(r[i]) for r in [head] + rows) for i in range(len(head))]
     lines = [f"练习进度 (drill progress) · {path if path is not None else '（未保存 not saved: ' + FILE_VARIABLE + ' 为空）'}"]
     for r in [head] + rows:

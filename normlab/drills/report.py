@@ -72,15 +72,31 @@ def input_label(value: str) -> str:
 
 @dataclass
 class Failure:
-    """One mistake and every input it was found on: failed findings with the same level and message."""
+    """One mistake and every input it was found on: the failed findings of one level with one id (and
+    findings of other ids that say exactly the same, e.g. one wrong output on two probes)."""
 
     level: str
-    message: str
     findings: list[Finding]
 
     @property
     def ids(self) -> list[str]:
         return list(dict.fromkeys(f.id for f in self.findings))
+
+    @property
+    def messages(self) -> list[str]:
+        """What the findings say, once per wording: messages that differ only in their numbers (the same
+        mistake on another input, "G = 2" / "G = 3") count as one, the first kept; so does a message that
+        only begins one already kept."""
+        seen: dict[str, str] = {}
+        for f in self.findings:
+            key = NUMBER.sub("#", f.message)
+            if not any(k.startswith(key) for k in seen):
+                seen[key] = f.message
+        return list(seen.values())
+
+    @property
+    def message(self) -> str:
+        return self.messages[0]
 
     @property
     def inputs(self) -> list[str]:
@@ -92,14 +108,25 @@ class Failure:
         return next((f.example for f in self.findings if f.example), {})
 
 
+NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e-?\d+)?")
+
+
 def failures(findings: list[Finding], levels: tuple[str, ...] = LEVELS) -> list[Failure]:
-    """The failed findings grouped: one Failure per (level, message), in level order, then first appearance."""
-    groups: dict[tuple[str, str], Failure] = {}
+    """The failed findings grouped: one Failure per (level, id), and ids whose findings say the same
+    merged; in level order, then first appearance."""
+    by_id: dict[tuple[str, str], Failure] = {}
     for lv in levels:
         for f in findings:
             if not f.passed and f.level == lv:
-                groups.setdefault((lv, f.message), Failure(lv, f.message, [])).findings.append(f)
-    return list(groups.values())
+                by_id.setdefault((lv, f.id), Failure(lv, [])).findings.append(f)
+    merged: dict[tuple[str, tuple[str, ...]], Failure] = {}
+    for g in by_id.values():
+        key = (g.level, tuple(NUMBER.sub("#", m) for m in g.messages))
+        if key in merged:
+            merged[key].findings.extend(g.findings)
+        else:
+            merged[key] = Failure(g.level, list(g.findings))
+    return list(merged.values())
 
 
 def failure_lines(findings: list[Finding], show_level: bool = True) -> list[str]:
@@ -109,6 +136,7 @@ def failure_lines(findings: list[Finding], show_level: bool = True) -> list[str]
     for g in failures(findings):
         tag = f"[{LEVEL_NAME[g.level]}] " if show_level else ""
         lines.append(f"  ✗ {tag}{', '.join(g.ids)}: {plain(g.message)}")
+        lines += [f"      另一处 (also): {plain(m)}" for m in g.messages[1:]]
         if len(g.inputs) > 1:
             lines.append(f"      失败的输入 (failed on {len(g.inputs)} inputs): {'; '.join(g.inputs)}；反例取第一个 (first shown)")
         lines += example_lines(Finding(g.ids[0], False, "", g.example))
@@ -126,7 +154,7 @@ def failure_table(findings: list[Finding], show_level: bool = True) -> str:
         ex = "".join(f"<div><b>{html.escape(k)}</b> <code style='{CODE_STYLE}'>{html.escape(plain(v))}</code></div>"
                      for k, v in g.example.items()) or "—"
         rows.append(f"<tr><td style='{CELL};color:#c62828'>✗</td>{level}<td style='{CELL}'>{ids}</td>"
-                    f"<td style='{CELL}'>{rich(g.message)}</td><td style='{CELL}'>{inputs}</td>"
+                    f"<td style='{CELL}'>{'<br>'.join(rich(m) for m in g.messages)}</td><td style='{CELL}'>{inputs}</td>"
                     f"<td style='{CELL}'>{ex}</td></tr>")
     if not rows:
         return ""
