@@ -416,3 +416,15 @@ def test_every_command_prints_on_a_gbk_console(tmp_path):
     utf8 = subprocess.run([sys.executable, "-m", "normlab.drills", "layernorm", str(bad)], capture_output=True,
                           env=dict(env, PYTHONIOENCODING="utf-8"), cwd=ROOT, timeout=120)
     assert "✗" in utf8.stdout.decode("utf-8") and "[X]" not in utf8.stdout.decode("utf-8")
+
+
+def test_the_notebook_start_prints_on_a_gbk_console_too(monkeypatch):
+    """drills.start in a plain Python on a GBK console (print of ⏱ would raise UnicodeEncodeError)."""
+    import io
+
+    buffer = io.BytesIO()
+    stream = io.TextIOWrapper(buffer, encoding="gbk", errors="strict")
+    monkeypatch.setattr(sys, "stdout", stream)
+    drills.start("layernorm")
+    stream.flush()
+    assert "[time]" in buffer.getvalue().decode("gbk") and "5:00" in buffer.getvalue().decode("gbk")

@@ -39,7 +39,7 @@ import warnings
 from datetime import datetime
 from pathlib import Path
 
-from .console import encodable
+from .console import encodable, say
 from .report import mmss
 
 FILE_VARIABLE = "NORMLAB_DRILLS_FILE"
@@ -143,8 +143,8 @@ def start(name: str) -> None:
         _started[kind] = now
     _opened.update(kinds)
     card = CARD_OF[kinds[0]]
-    print(f"⏱ 计时开始 (timer started)：{CARDS[card][0]} {card}，目标 (target) {mmss(TARGETS[kinds[0]])}。"
-          f"写完后运行检查格：检查通过时停表，未通过时继续计时。")
+    say(f"⏱ 计时开始 (timer started)：{CARDS[card][0]} {card}，目标 (target) {mmss(TARGETS[kinds[0]])}。"
+        f"写完后运行检查格：检查通过时停表，未通过时继续计时。")
 
 
 def lap(kind: str, passed: bool, shared: bool = False) -> tuple[float | None, bool]:
