@@ -197,17 +197,39 @@ def recorded(notebook: str) -> dict:
 
 
 def ranges(notebook: str, keys: Sequence[str], labels: Sequence[str] | None = None):
-    """A table of each key's recorded minimum, median and maximum over the sweep's runs."""
+    """A table of each key's recorded minimum, median and maximum over the sweep's runs (seeds 0-4 x
+    threads), and over the extra seeds too when the record keeps them (``tools/sweep.py --extra``).
+    A one-line note instead when there is no record yet or a key is not in it: the sweep runs a
+    notebook before its record holds the notebook's new keys."""
     from statistics import median
 
     from .viz import Table
 
-    rec = recorded(notebook)
-    rows = []
-    for key, label in zip(keys, labels or keys):
-        vals = [v for run in rec["runs"] for v in run["values"].get(key, [])]
-        rows.append([label, min(vals), median(vals), max(vals), len(vals)])
+    try:
+        rec = recorded(notebook)
+    except FileNotFoundError:
+        return f"（还没有测量记录 no sweep record yet: python3 run.py sweep --only {notebook[:2]}）"
+    present = {k for run in rec["runs"] for k in run["values"]}
+    if not set(keys) <= present:
+        return f"（测量记录里还没有这些量 not yet in the sweep record: {sorted(set(keys) - present)}）"
+    extra = rec.get("extra_runs") or []
+
+    def span(runs: list, key: str) -> list[float]:
+        vals = [v for run in runs for v in run["values"].get(key, [])] or [float("nan")]
+        return [min(vals), median(vals), max(vals)]
+
+    rows = [[label, *span(rec["runs"], key), *(span(extra, key) if extra else [])]
+            for key, label in zip(keys, labels or keys)]
     seeds = sorted({r["seed"] for r in rec["runs"]})
     threads = sorted({r["threads"] for r in rec["runs"]})
-    return Table(rows, ["", "最小 min", "中位数 median", "最大 max", "次数 runs"], floatfmt=".3g",
-                 title=f"测量记录 (sweep record)：种子 seeds {seeds[0]}–{seeds[-1]} × 线程 threads {threads}")
+    title = f"测量记录 (sweep record)：种子 seeds {seeds[0]}–{seeds[-1]} × 线程 threads {threads}"
+    head = ["", "最小 min", "中位数 median", "最大 max"]
+    if extra:
+        more = sorted({r["seed"] for r in extra})
+        title += f"；后三列：另外 {len(more)} 个种子 extra seeds {more[0]}–{more[-1]}（线程 1）"
+        head += ["最小 min", "中位数 median", "最大 max"]
+    else:
+        head.append("次数 runs")
+        for row, key in zip(rows, keys):
+            row.append(len([v for run in rec["runs"] for v in run["values"].get(key, [])]))
+    return Table(rows, head, floatfmt=".3g", title=title)

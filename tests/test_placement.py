@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from normlab import record
 from normlab.data import digits, make_task
 from normlab.lessons import placement, residuals, warmup
 from normlab.models import DigitsNet, SequenceModel
@@ -148,6 +149,19 @@ def test_record_helpers_without_a_record(monkeypatch):
     def missing(name):
         raise FileNotFoundError(name)
     monkeypatch.setattr(warmup, "recorded", missing)
-    monkeypatch.setattr(placement, "recorded", missing)
+    monkeypatch.setattr(record, "recorded", missing)
     assert "no sweep record" in warmup.seed_table()
     assert "no sweep record" in placement.record_ranges(["a"], ["A"])
+
+
+def test_record_ranges_shows_the_extra_seeds_beside_seeds_0_to_4(monkeypatch):
+    runs = [{"seed": s, "threads": t, "values": {"k": [1.0 + s]}} for s in range(5) for t in (1, 2)]
+    extra = [{"seed": s, "threads": 1, "values": {"k": [10.0 + s]}} for s in range(5, 25)]
+    monkeypatch.setattr(record, "recorded", lambda name: {"runs": runs, "extra_runs": extra})
+    text = str(placement.record_ranges(["k"], ["K"]))
+    # seeds 0-4: 1 .. 3 .. 5; extra seeds 5-24: 15 .. 24.5 .. 34 (computed by hand)
+    assert all(x in text for x in ("15", "24.5", "34", "5–24")) and " 3 " in text, text
+    monkeypatch.setattr(record, "recorded", lambda name: {"runs": runs})
+    text = str(placement.record_ranges(["k"], ["K"]))
+    assert "24.5" not in text and "10" in text                                # runs: 10
+    assert "not yet in the sweep record" in placement.record_ranges(["k", "new"], ["K", "N"])

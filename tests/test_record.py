@@ -51,6 +51,15 @@ def values_of(rec: dict, key: str) -> list[float]:
     return [v for run in rec["runs"] for v in run["values"].get(key, [])]
 
 
+def all_runs(rec: dict) -> list[dict]:
+    """Seeds 0-4 x threads and the extra seeds (``tools/sweep.py --extra``), which thresholds must also clear."""
+    return rec["runs"] + rec.get("extra_runs", [])
+
+
+def all_values(rec: dict, key: str) -> list[float]:
+    return [v for run in all_runs(rec) for v in run["values"].get(key, [])]
+
+
 @pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
 def test_no_bare_assert(src):
     """Every check in a notebook is an expect(): recorded by the sweep, held to the margin rule."""
@@ -77,7 +86,7 @@ def test_record_is_complete_and_fresh(src):
     runs = rec["runs"]
     assert {r["seed"] for r in runs} >= REQUIRED_SEEDS and {r["threads"] for r in runs} >= REQUIRED_THREADS
     assert {(r["seed"], r["threads"]) for r in runs} >= {(s, t) for s in REQUIRED_SEEDS for t in REQUIRED_THREADS}
-    failed = [(r["seed"], r["threads"], r["error"]) for r in runs if not r["ok"]]
+    failed = [(r["seed"], r["threads"], r["error"]) for r in all_runs(rec) if not r["ok"]]
     assert not failed, f"{src.stem}: runs that failed in the sweep: {failed}"
     keys = set().union(*(r["values"] for r in runs))
     missing = [(r["seed"], r["threads"], sorted(keys - set(r["values"]))) for r in runs if keys - set(r["values"])]
@@ -92,7 +101,7 @@ def test_thresholds_have_margin(src):
         pytest.skip("no expect() in this notebook")
     problems = []
     for key, claim in rec["claims"].items():
-        why = record.margin_problem(claim["op"], claim["threshold"], values_of(rec, key))
+        why = record.margin_problem(claim["op"], claim["threshold"], all_values(rec, key))
         if why:
             problems.append(f"{key} {claim['op']} {claim['threshold']}: {why}")
     assert not problems, f"{src.stem}:\n" + "\n".join(problems)
@@ -155,12 +164,12 @@ def causal_problems(rec: dict) -> list[str]:
     for key, claim in rec["claims"].items():
         if not claim.get("because"):
             continue
-        runs_without = [r for r in rec["runs"] if not r["values"].get(key + record.WITHOUT)]
+        runs_without = [r for r in all_runs(rec) if not r["values"].get(key + record.WITHOUT)]
         if runs_without:
             problems.append(f"{key} (because {claim['because']}): no recorded counterfactual in "
                             f"{len(runs_without)} run(s)")
             continue
-        why = record.counterfactual_problem(claim["op"], claim["threshold"], values_of(rec, key + record.WITHOUT))
+        why = record.counterfactual_problem(claim["op"], claim["threshold"], all_values(rec, key + record.WITHOUT))
         if why:
             problems.append(f"{key} {claim['op']} {claim['threshold']} (because {claim['because']}): {why}")
     return problems
@@ -299,3 +308,17 @@ def test_seed_knob(monkeypatch):
     monkeypatch.delenv("NORMLAB_SEED")
     normlab.setup(quiet=True)
     assert normlab.seed() == 0
+
+
+def test_extra_seeds_count_for_thresholds_and_counterfactuals():
+    """tools/sweep.py --extra keeps more seeds beside seeds 0-4: a threshold that seeds 0-4 clear but an
+    extra seed crosses (06's seed 21 once did) fails, and so does a counterfactual that passes on one."""
+    rec = planted_record(">", 0.9, [1.5, 1.6], [0.2, 0.3])
+    assert record.margin_problem(">", 0.9, all_values(rec, "k")) is None and not causal_problems(rec)
+    rec["extra_runs"] = [{"seed": 21, "threads": 1, "ok": True, "values": {"k": [0.78], "k.without": [0.2]}}]
+    assert record.margin_problem(">", 0.9, values_of(rec, "k")) is None            # seeds 0-4 alone: fine
+    assert record.margin_problem(">", 0.9, all_values(rec, "k")) is not None       # with seed 21: caught
+    rec["extra_runs"] = [{"seed": 22, "threads": 1, "ok": True, "values": {"k": [1.5], "k.without": [1.4]}}]
+    assert causal_problems(rec)                                                     # passes without its cause
+    rec["extra_runs"] = [{"seed": 23, "threads": 1, "ok": True, "values": {"k": [1.5]}}]
+    assert causal_problems(rec)                                                     # no counterfactual recorded

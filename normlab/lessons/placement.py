@@ -22,7 +22,7 @@ from torch import Tensor
 from .. import probes
 from ..data import Task
 from ..models import SequenceModel
-from ..record import ranges, recorded
+from ..record import ranges
 from ..train import one_thread
 
 __all__ = ["ffn_grads", "layer_similarity", "parallel_pair_loss", "skip_layer_loss", "sequence_loss",
@@ -30,15 +30,7 @@ __all__ = ["ffn_grads", "layer_similarity", "parallel_pair_loss", "skip_layer_lo
 
 
 def record_ranges(keys: Sequence[str], labels: Sequence[str] | None = None, notebook: str = "06_placement"):
-    """``normlab.record.ranges`` over the committed sweep record, or a one-line note when the record
-    (or a key) is missing: the sweep itself runs the notebook before there is a record to show."""
-    try:
-        rec = recorded(notebook)
-    except FileNotFoundError:
-        return f"（还没有测量记录 no sweep record yet: python3 run.py sweep --only {notebook[:2]}）"
-    present = {k for run in rec["runs"] for k in run["values"]}
-    if not set(keys) <= present:
-        return f"（测量记录里还没有这些量 not yet in the sweep record: {sorted(set(keys) - present)}）"
+    """``normlab.record.ranges`` of this lesson's record (seeds 0-4, and the extra seeds when kept)."""
     return ranges(notebook, keys, labels)
 
 

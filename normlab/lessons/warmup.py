@@ -71,8 +71,10 @@ SETTINGS = {  # the notebook's small version and the command line's --full versi
 
 
 def experiment(size: str = "small", seeds: tuple[int, ...] = (0,), progress: bool = True,
-               post_no_steps: int | None = None) -> list[Run]:
-    """Post-LN without warm-up, Post-LN with warm-up, Pre-LN without warm-up, for each seed.
+               post_no_steps: int | None = None, same_schedule: bool = False) -> list[Run]:
+    """Post-LN without warm-up, Post-LN with warm-up, Pre-LN without warm-up, for each seed; with
+    ``same_schedule`` also Pre-LN with the same warm-up as Post-LN (the control for "Pre-LN learns
+    faster": placement compared at one schedule, so the schedule is not the difference).
 
     ``post_no_steps``: train the Post-LN run without warm-up longer than the others (its first
     ``steps`` losses are the same as in a run of ``steps``: same seed, same batches, constant lr)."""
@@ -85,6 +87,8 @@ def experiment(size: str = "small", seeds: tuple[int, ...] = (0,), progress: boo
                         **(common | ({"steps": post_no_steps} if post_no_steps else {}))))
         runs.append(run(task, "post", s["warmup"], seed=seed, label="Post-LN 有预热 (warm-up)", **common))
         runs.append(run(task, "pre", 0, seed=seed, label="Pre-LN 无预热 (no warm-up)", **common))
+        if same_schedule:
+            runs.append(run(task, "pre", s["warmup"], seed=seed, label="Pre-LN 有预热 (warm-up)", **common))
     return runs
 
 
@@ -95,8 +99,10 @@ def seed_table(notebook: str = "06_placement", keys: dict[str, str] | None = Non
     """One row per seed of the committed sweep record: each key's value, or its range over the
     thread counts when they differ (the warm-up runs use one thread, so they normally agree)."""
     keys = keys or {"warmup.post_no.final200": "Post-LN 无预热 200 步", "warmup.post_no.final400": "Post-LN 无预热 400 步",
-                    "warmup.post_no.steps_to_0.5": "Post-LN 无预热 400 步内首次 <0.5",
-                    "warmup.post_wu.final200": "Post-LN 有预热 200 步", "warmup.pre_no.final200": "Pre-LN 无预热 200 步"}
+                    "warmup.post_no.steps_to_0.5": "Post-LN 无预热：首次 <0.5",
+                    "warmup.post_wu.steps_to_0.5": "Post-LN 有预热：首次 <0.5",
+                    "warmup.pre_wu.steps_to_0.5": "Pre-LN 有预热：首次 <0.5",
+                    "warmup.pre_no.steps_to_0.5": "Pre-LN 无预热：首次 <0.5"}
     try:
         rec = recorded(notebook)
     except FileNotFoundError:
