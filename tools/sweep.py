@@ -4,6 +4,15 @@ counts, and keep every number that an ``expect()`` checks or a ``measure()`` rec
     python3 run.py sweep                      # all notebooks, seeds 0-4 x threads 1, 2
     python3 run.py sweep --only 01 06         # some notebooks (name prefixes)
     python3 run.py sweep --seeds 5-9 --threads 1 --check   # other seeds, nothing written
+    python3 run.py sweep --only 06 --extra-seeds 5-24     # seeds 0-4 x threads 1, 2, and seeds 5-24 x thread 1
+    python3 run.py sweep --only 06 --seeds 5-24 --threads 1 --extra   # only add extra seeds to a fresh record
+
+Extra seeds ("holds for any seed", notebooks/README.md) are kept in the record as ``extra_runs``;
+tests/test_record.py then holds every threshold (and every causal check's counterfactual) to the
+margin rule over seeds 0-4 *and* the extra seeds, and fails if an extra run failed. The prose's
+<!--rec--> markers quote seeds 0-4 only. A sweep that re-records a notebook keeps its extra runs only
+while the code fingerprint is unchanged (``--extra`` needs a fresh record; ``--extra-seeds`` makes both
+in one go, under one hold of the machine-wide lock).
 
 Writes normlab/records/NN_name.json per notebook: the fingerprint of its code cells, the machine,
 and for each run (seed, threads) whether it passed, its time and every recorded value.
@@ -112,9 +121,6 @@ def parse_range(text: str) -> list[int]:
 
 
 def main(argv: list[str]) -> int:
-    from normlab.env import console_safe   # ✓/✗ and the like readable on any console (a GBK one too)
-
-    console_safe()
     if argv[:1] == ["_one"]:
         return execute_in_this_process(Path(argv[1]), int(argv[2]))
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -123,6 +129,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--threads", default="1,2", help="torch thread counts, e.g. 1,2")
     ap.add_argument("--timeout", type=int, default=900, help="seconds per cell")
     ap.add_argument("--check", action="store_true", help="run and report, but write no record")
+    ap.add_argument("--extra", action="store_true",
+                    help="keep these runs as the record's extra_runs (the record must be fresh), e.g. --seeds 5-24 --threads 1")
+    ap.add_argument("--extra-seeds", default="", help="also run these seeds with one thread as the record's extra_runs, e.g. 5-24")
     args = ap.parse_args(argv)
     from tqdm import tqdm
 
@@ -136,30 +145,38 @@ def main(argv: list[str]) -> int:
         fcntl.flock(lock, fcntl.LOCK_EX)
     chosen = [s for s in nbtools.sources() if not args.only or any(s.stem.startswith(p) for p in args.only)]
     seeds, threads = parse_range(args.seeds), parse_range(args.threads)
-    jobs = [(src, s, t) for src in chosen for t in threads for s in seeds]
+    jobs = [(src, s, t, False) for src in chosen for t in threads for s in seeds]
+    jobs += [(src, s, 1, True) for src in chosen for s in parse_range(args.extra_seeds)] if args.extra_seeds else []
     results: dict[str, list[dict]] = {src.stem: [] for src in chosen}
+    extra_results: dict[str, list[dict]] = {src.stem: [] for src in chosen}
     bar = tqdm(total=len(jobs), desc="sweep", unit="run")
 
     def go(job):
-        src, s, t = job
+        src, s, t, extra = job
         r = run_one(src, s, t, args.timeout)
         bar.set_postfix_str(f"{src.stem[:2]} seed {s} threads {t}: {'ok' if r['ok'] else 'FAILED'} {r['seconds']:.0f}s")
         bar.update()
-        return src.stem, r
+        return src.stem, r, extra
 
     t0 = time.time()
     single = [j for j in jobs if j[2] == 1]
     multi = [j for j in jobs if j[2] != 1]
     with ThreadPoolExecutor(max_workers=2) as pool:          # one thread each, two at a time
-        for stem, r in pool.map(go, single):
-            results[stem].append(r)
+        for stem, r, extra in pool.map(go, single):
+            (extra_results if extra else results)[stem].append(r)
     for job in multi:                                        # more threads: one at a time
-        stem, r = go(job)
-        results[stem].append(r)
+        stem, r, extra = go(job)
+        (extra_results if extra else results)[stem].append(r)
     bar.close()
 
     failed = 0
     for src in chosen:
+        extra_runs = sorted(extra_results[src.stem], key=lambda r: r["seed"])
+        for r in extra_runs:
+            r.pop("claims")
+            if not r["ok"]:
+                failed += 1
+                print(f"[sweep] {src.stem} extra seed {r['seed']}: FAILED: {r['error']}")
         runs = sorted(results[src.stem], key=lambda r: (r["threads"], r["seed"]))
         for r in runs:
             if not r["ok"]:
@@ -177,12 +194,33 @@ def main(argv: list[str]) -> int:
         RECORDS.mkdir(parents=True, exist_ok=True)
         import normlab.record as record
 
-        out = {"notebook": src.stem, "code_sha256": record.code_fingerprint(code_cells(src)),
+        path = RECORDS / f"{src.stem}.json"
+        fingerprint = record.code_fingerprint(code_cells(src))
+        old = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+        if args.extra:
+            if old is None or old["code_sha256"] != fingerprint:
+                print(f"[sweep] {src.stem}: --extra needs a fresh record of seeds 0-4 first "
+                      f"(python3 run.py sweep --only {src.stem[:2]}); extra runs not kept")
+                failed += 1
+                continue
+            old["extra_runs"] = runs
+            old["extra_date"] = date.today().isoformat()
+            path.write_text(json.dumps(old, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+            continue
+        out = {"notebook": src.stem, "code_sha256": fingerprint,
                "date": date.today().isoformat(),
                "machine": {"cpu": cpu_name(), "cores": os.cpu_count(), "python": platform.python_version(),
                            "torch": __import__("torch").__version__},
                "claims": dict(sorted(claims.items())), "runs": runs}
-        (RECORDS / f"{src.stem}.json").write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        if extra_runs:
+            out["extra_runs"], out["extra_date"] = extra_runs, out["date"]
+        elif old is not None and old.get("extra_runs"):
+            if old["code_sha256"] == fingerprint:
+                out["extra_runs"], out["extra_date"] = old["extra_runs"], old.get("extra_date")
+            else:
+                print(f"[sweep] {src.stem}: the code changed, so its extra-seed runs were dropped; "
+                      f"re-run them with --extra (seeds {sorted({r['seed'] for r in old['extra_runs']})})")
+        path.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"[sweep] {len(jobs)} runs in {time.time() - t0:.0f} s, {failed} failed"
           + ("" if args.check else f"; records in {RECORDS.relative_to(ROOT)}/"))
     return 1 if failed else 0
