@@ -121,6 +121,9 @@ def parse_range(text: str) -> list[int]:
 
 
 def main(argv: list[str]) -> int:
+    from normlab.env import console_safe   # ✓/✗ and the like readable on any console (a GBK one too)
+
+    console_safe()
     if argv[:1] == ["_one"]:
         return execute_in_this_process(Path(argv[1]), int(argv[2]))
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
