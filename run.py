@@ -8,7 +8,7 @@
     python3 run.py slides    # 为每课生成 reveal.js 幻灯片 build/slides/*.slides.html
 
     python3 run.py course --reset 03      # 把 workspace/ 里第 03 课恢复原样（旧副本移到 workspace/.backup/）
-    python3 run.py course --reset-all     # 全部恢复原样，包括你在 *_learner.ipynb 里的练习答案（同样先备份）
+    python3 run.py course --reset-all     # 全部恢复原样，包括你写的练习答案（同样先备份）
     python3 run.py course --torch cpu     # 选 torch 版本：auto（默认）、cpu 或 default（见 README「安装」）
 
     python3 run.py test --python 3.13     # (maintainers) 用 Python 3.13 的独立环境 build/venvs/py3.13/ 跑全部测试
@@ -212,12 +212,18 @@ def torch_pip_args(choice: str, probe=None) -> tuple[list[str], str]:
                 "多下载约 2.6 GB，课程照样能跑。(CPU wheel index unreachable: falling back to the default wheel.)")
 
 
-def torch_requirement() -> str:
-    """The torch pin of pyproject.toml ("torch==2.13.0"): the torch step installs exactly that."""
+def torch_requirement(lock: Path | None = None) -> str:
+    """What the torch step installs: the exact tested torch of this Python's constraints file
+    ("torch==2.13.0"); without one, the range pyproject.toml declares ("torch>=2.4,<2.15")."""
     import tomllib
 
+    lock = LOCK if lock is None else lock
+    if lock.exists():
+        for line in lock.read_text(encoding="utf-8").splitlines():
+            if line.replace(" ", "").lower().startswith("torch=="):
+                return line.replace(" ", "")
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
-    return next(d.replace(" ", "") for d in deps if d.replace(" ", "").lower().startswith("torch=="))
+    return next(d.replace(" ", "") for d in deps if d.replace(" ", "").lower().startswith("torch"))
 
 
 def torch_build(py: Path) -> str:
@@ -374,56 +380,37 @@ def take_option(args: list[str], name: str, needs_value: bool) -> tuple[str | No
     return value, rest
 
 
-def reset_workspace(py: Path, workspace: Path, name: str | None, everything: bool) -> list[Path]:
-    """Put fresh copies of notebooks into the workspace; return the copies replaced.
+def course_command(py: Path, *args: str | Path) -> int:
+    """normlab.course (the installed package's own command, `normlab-course`) in the venv."""
+    return run([py, "-m", "normlab.course", *args])
 
-    `name` ("03", "03_layernorm", "08_drills_learner") resets that notebook; a drill notebook's
-    learner copy (NAME_learner.ipynb, where your answers are) only when named itself or with
-    `everything`. Nothing is deleted: each replaced copy moves to workspace/.backup/ with a time stamp.
-    Other files in the workspace are never touched."""
-    import tempfile
 
-    with tempfile.TemporaryDirectory() as tmp:
-        export_notebooks(py, Path(tmp), keep_existing=False)
-        fresh = sorted(Path(tmp).glob("*.ipynb"))
-        if everything:
-            chosen = fresh
-        else:
-            exact = [f for f in fresh if f.stem == name]
-            chosen = exact or [f for f in fresh if f.stem.startswith(name) and not f.stem.endswith("_learner")]
-            if not name or not chosen:
-                say(f"--reset 需要一个课名，例如 --reset 03（可选：{', '.join(f.stem for f in fresh)}）；"
-                    "--reset-all 恢复全部。(--reset needs a notebook name.)")
-                sys.exit(2)
-        workspace.mkdir(parents=True, exist_ok=True)
-        backup = workspace / ".backup"
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        replaced = []
-        for f in chosen:
-            dst = workspace / f.name
-            if dst.exists():
-                backup.mkdir(exist_ok=True)
-                shutil.move(str(dst), backup / f"{f.stem}.{stamp}.ipynb")
-                replaced.append(dst)
-            shutil.copyfile(f, dst)
-    kept = sorted(p.name for p in workspace.glob("*_learner.ipynb") if p not in replaced)
-    say(f"已恢复 {len(chosen)} 个 notebook；旧副本在 {shown(backup)}/" +
-        (f"；你的练习答案 {', '.join(kept)} 没有动" if kept else ""))
-    return replaced
+def reset_workspace(py: Path, workspace: Path, name: str | None, everything: bool) -> None:
+    """Fresh copies of lesson `name` ("03", "03_layernorm"), or of all with `everything`, through
+    `normlab-course reset`: each replaced copy moves to workspace/.backup/ first (nothing is deleted;
+    other files are never touched). A name that is no lesson exits with 2 and changes nothing."""
+    code = course_command(py, "reset", "--all", workspace) if everything else \
+        course_command(py, "reset", name or "", workspace)
+    if code != 0:
+        sys.exit(code)
 
 
 def cmd_course(args: list[str]) -> int:
-    """Copy the notebooks into workspace/ (your own copies: edit freely) and open JupyterLab."""
+    """Write the learner's workspace (normlab-course init: learner copies under the lessons' names,
+    solutions/ beside them, normlab-source/) and open lesson 00 in JupyterLab."""
     name, args = take_option(args, "--reset", needs_value=True)
     everything, args = take_option(args, "--reset-all", needs_value=False)
     py = ensure_env()
     workspace = workspace_dir()
     if name is not None or everything:
         reset_workspace(py, workspace, name, bool(everything))
-    export_notebooks(py, workspace, keep_existing=True)
-    say(f"打开 JupyterLab：{shown(workspace)}/{FIRST_NOTEBOOK}.ipynb（{shown(workspace)}/ 里是你自己的副本，"
-        f"可随意修改；python3 run.py course --reset 03 把第 03 课恢复原样）")
-    cmd = [venv_bin("jupyter"), "lab", workspace / f"{FIRST_NOTEBOOK}.ipynb"]
+    if course_command(py, "init", workspace, "--solutions") != 0:
+        sys.exit(1)
+    say(f"打开 JupyterLab：{shown(workspace)}/{FIRST_NOTEBOOK}.ipynb（{shown(workspace)}/ 里是你自己的学习版副本，"
+        f"可随意修改；答案版在 {shown(workspace)}/solutions/；python3 run.py course --reset 03 把第 03 课恢复原样）")
+    # The URL JupyterLab prints (and opens) is its default_url: lesson 00, not the Launcher.
+    cmd = [venv_bin("jupyter"), "lab", workspace / f"{FIRST_NOTEBOOK}.ipynb",
+           f"--LabApp.default_url=/lab/tree/{FIRST_NOTEBOOK}.ipynb"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
     cmd += args

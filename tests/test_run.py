@@ -79,13 +79,28 @@ def test_course_command_serves_the_first_notebook_from_workspace(tmp_path):
         assert model["type"] == "notebook" and model["content"]["cells"]
         sources = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.md"))
         assert sources and all((workspace / f"{s}.ipynb").exists() for s in sources)
+
+        def get(path):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/contents/{path}?token={token}", timeout=30) as r:
+                return json.load(r)
+        # what the file browser shows first: one notebook per lesson, none with a filled-in answer
+        first = {e["name"]: get(e["path"])["content"] for e in get("")["content"] if e["type"] == "notebook"}
+        assert sorted(first) == [f"{s}.ipynb" for s in sources] and answers_shown(first) == {}
+        # the files the lessons tell a learner to read open there, read-only
+        norms = get("normlab-source/normlab/norms.py")
+        assert norms["type"] == "file" and "class" in norms["content"]
+        if hasattr(os, "geteuid") and os.geteuid() != 0:          # root writes anything
+            assert norms["writable"] is False
+        assert get("normlab-source/glossary.md")["content"].count("|") > 50
     finally:
         proc.terminate()
         out = proc.communicate(timeout=20)[0]
     assert f"{workspace}/00_course_map.ipynb" in out  # it told the learner where they are
+    # the URL JupyterLab prints (and opens) is lesson 00, not the Launcher
+    assert f"127.0.0.1:{port}/lab/tree/00_course_map.ipynb?token=" in out, out[-2000:]
 
 
-# --- course --reset ---------------------------------------------------------------------------
+# --- the workspace: learner copies at the door, course --reset ---------------------------------
 
 def edited(path: Path, text: str) -> None:
     nb = json.loads(path.read_text(encoding="utf-8"))
@@ -93,12 +108,57 @@ def edited(path: Path, text: str) -> None:
     path.write_text(json.dumps(nb), encoding="utf-8")
 
 
+def answer_lines(source: Path) -> tuple[set[str], set[str]]:
+    """A lesson source's lines read from its text (not through normlab.course): (inside reference
+    answers, between "### BEGIN SOLUTION" and "### END SOLUTION" and long enough to be telling, not
+    `return y`; everywhere else)."""
+    inside_lines, outside, inside = set(), set(), False
+    for line in source.read_text(encoding="utf-8").splitlines():
+        if line.strip() == "### BEGIN SOLUTION":
+            inside = True
+        elif line.strip() == "### END SOLUTION":
+            inside = False
+        elif inside and len(line.strip()) >= 24 and not line.strip().startswith("#"):
+            inside_lines.add(line.strip())
+        elif not inside:
+            outside.add(line.strip())
+    return inside_lines, outside
+
+
+def code_of(nb: dict) -> str:
+    return "\n".join("".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+                     for c in nb["cells"] if c["cell_type"] == "code")
+
+
+def answers_shown(notebooks: dict[str, dict]) -> dict[str, list[str]]:
+    """notebook name -> the reference answer lines (of any lesson) its code cells contain."""
+    split = [answer_lines(src) for src in (ROOT / "notebooks").glob("[0-9][0-9]_*.md")]
+    answers = set().union(*(a for a, _ in split)) - set().union(*(o for _, o in split))   # only in answers
+    assert len(answers) >= 20, "the sources should hold reference answers"
+    found = {name: sorted(a for a in answers if a in code_of(nb)) for name, nb in notebooks.items()}
+    return {name: lines for name, lines in found.items() if lines}
+
+
 @pytest.fixture(scope="module")
 def fresh_workspace(tmp_path_factory):
-    """A workspace as `run.py course` first makes it (one export, copied by each test)."""
-    ws = tmp_path_factory.mktemp("ws0")
-    load_run().export_notebooks(Path(sys.executable), ws, keep_existing=False)
+    """A workspace as `run.py course` makes it (the same command, normlab.course init --solutions)."""
+    ws = tmp_path_factory.mktemp("ws0") / "workspace"
+    assert load_run().course_command(Path(sys.executable), "init", ws, "--solutions") == 0
     return ws
+
+
+def test_the_notebooks_a_learner_sees_first_hold_no_answer(fresh_workspace):
+    first = {p.name: json.loads(text(p)) for p in fresh_workspace.glob("*.ipynb")}
+    sources = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.md"))
+    assert sorted(first) == [f"{s}.ipynb" for s in sources]       # one door per lesson, plain names
+    assert answers_shown(first) == {}
+    # the detector sees answers where they are: every solution copy shows its own, under a banner
+    solutions = {p.name: json.loads(text(p)) for p in (fresh_workspace / "solutions").glob("*.ipynb")}
+    assert len(solutions) >= 8 and set(answers_shown(solutions)) == set(solutions)
+    for name, nb in solutions.items():
+        assert "**答案版 (solution version)**" in "".join(nb["cells"][1]["source"]), name
+        assert "**答案版 (solution version)**" not in json.dumps(first[name], ensure_ascii=False)
+        assert "raise NotImplementedError" in code_of(first[name]), name     # the learner's blanks
 
 
 @pytest.fixture
@@ -107,11 +167,9 @@ def workspace(fresh_workspace, tmp_path):
 
     ws = tmp_path / "workspace"
     shutil.copytree(fresh_workspace, ws)
-    learner = sorted(ws.glob("*_learner.ipynb"))
-    assert learner, "the drill notebook should have a learner copy"
     edited(ws / "03_layernorm.ipynb", "MY NOTES 03")
     edited(ws / "05_deepnorm.ipynb", "MY NOTES 05")
-    edited(learner[0], "MY DRILL ANSWER")
+    edited(ws / "08_drills.ipynb", "MY DRILL ANSWER")
     (ws / "my_own_file.py").write_text("x = 1\n", encoding="utf-8")
     return ws
 
@@ -120,27 +178,29 @@ def text(path: Path) -> str:
     return path.read_text(encoding="utf-8")
 
 
+def test_course_again_never_overwrites_a_learners_work(runpy, workspace):
+    (workspace / "07_beyond.ipynb").unlink()                      # a lesson the learner deleted comes back
+    assert runpy.course_command(Path(sys.executable), "init", workspace, "--solutions") == 0
+    assert "MY NOTES 03" in text(workspace / "03_layernorm.ipynb")
+    assert "MY DRILL ANSWER" in text(workspace / "08_drills.ipynb")
+    assert (workspace / "07_beyond.ipynb").exists() and not (workspace / ".backup").exists()
+
+
 def test_reset_one_notebook_keeps_the_others_and_backs_up_the_old_copy(runpy, workspace):
-    replaced = runpy.reset_workspace(Path(sys.executable), workspace, "03", everything=False)
-    assert replaced == [workspace / "03_layernorm.ipynb"]
+    runpy.reset_workspace(Path(sys.executable), workspace, "03", everything=False)
     assert "MY NOTES 03" not in text(workspace / "03_layernorm.ipynb")
     backups = list((workspace / ".backup").glob("03_layernorm.*.ipynb"))
     assert len(backups) == 1 and "MY NOTES 03" in text(backups[0])
     assert "MY NOTES 05" in text(workspace / "05_deepnorm.ipynb")
-    assert "MY DRILL ANSWER" in text(next(workspace.glob("*_learner.ipynb")))
+    assert "MY DRILL ANSWER" in text(workspace / "08_drills.ipynb")
     assert (workspace / "my_own_file.py").exists()
 
 
-def test_reset_of_the_drill_notebook_keeps_the_learners_answers(runpy, workspace):
-    learner = next(workspace.glob("*_learner.ipynb"))
-    number = learner.name[:2]
-    replaced = runpy.reset_workspace(Path(sys.executable), workspace, number, everything=False)
-    assert learner not in replaced and replaced
-    assert "MY DRILL ANSWER" in text(learner)
-    # named itself, the learner copy is reset, and the answers are in the backup
-    runpy.reset_workspace(Path(sys.executable), workspace, learner.stem, everything=False)
-    assert "MY DRILL ANSWER" not in text(learner)
-    assert any("MY DRILL ANSWER" in text(b) for b in (workspace / ".backup").glob(f"{learner.stem}.*.ipynb"))
+def test_reset_by_the_old_learner_name_resets_the_drill_notebook_into_the_backup(runpy, workspace):
+    runpy.reset_workspace(Path(sys.executable), workspace, "08_drills_learner", everything=False)
+    assert "MY DRILL ANSWER" not in text(workspace / "08_drills.ipynb")
+    assert any("MY DRILL ANSWER" in text(b) for b in (workspace / ".backup").glob("08_drills.*.ipynb"))
+    assert "MY NOTES 03" in text(workspace / "03_layernorm.ipynb")
 
 
 def test_reset_all_resets_every_notebook_but_deletes_nothing(runpy, workspace):
@@ -153,13 +213,29 @@ def test_reset_all_resets_every_notebook_but_deletes_nothing(runpy, workspace):
 
 
 @pytest.mark.parametrize("name", ["", "99_nothing"])
-def test_reset_without_a_valid_name_changes_nothing(runpy, workspace, name, capsys):
+def test_reset_without_a_valid_name_changes_nothing(runpy, workspace, name, capfd):
     before = {p.name: text(p) for p in workspace.glob("*.ipynb")}
     with pytest.raises(SystemExit) as exc:
         runpy.reset_workspace(Path(sys.executable), workspace, name, everything=False)
     assert exc.value.code == 2
     assert {p.name: text(p) for p in workspace.glob("*.ipynb")} == before
-    assert "--reset 03" in capsys.readouterr().out
+    assert "--reset 03" in capfd.readouterr().err
+
+
+def test_a_workspace_of_the_old_layout_keeps_its_answers_and_loses_its_answer_key(runpy, fresh_workspace, tmp_path):
+    """Before: NAME.ipynb was the solution version and NAME_learner.ipynb the learner's. After the
+    next `course`, the learner's file is the plain name and the solution copy is in .backup/."""
+    import shutil
+
+    ws = tmp_path / "old"
+    ws.mkdir()
+    shutil.copyfile(fresh_workspace / "solutions" / "03_layernorm.ipynb", ws / "03_layernorm.ipynb")
+    shutil.copyfile(fresh_workspace / "03_layernorm.ipynb", ws / "03_layernorm_learner.ipynb")
+    edited(ws / "03_layernorm_learner.ipynb", "MY ANSWER 03")
+    assert runpy.course_command(Path(sys.executable), "init", ws) == 0
+    assert "MY ANSWER 03" in text(ws / "03_layernorm.ipynb") and not list(ws.glob("*_learner.ipynb"))
+    assert answers_shown({p.name: json.loads(text(p)) for p in ws.glob("*.ipynb")}) == {}
+    assert "答案版" in text(next((ws / ".backup").glob("03_layernorm.*.ipynb")))
 
 
 def test_reset_options_are_taken_out_of_jupyterlabs_arguments(runpy):
@@ -256,7 +332,8 @@ def test_install_prefers_the_cpu_index_and_keeps_pip_configuration(runpy, fake_i
     monkeypatch.setenv("PIP_INDEX_URL", "https://mirror.example/simple")   # a learner's mirror
     runpy.ensure_env(("test",))
     torch_step, rest = fake_install[0], fake_install[1:]
-    assert "torch==2.13.0" in torch_step and "-e" not in torch_step   # torch alone, first
+    assert runpy.torch_requirement() in torch_step and "-e" not in torch_step   # torch alone, first
+    assert runpy.torch_requirement().startswith("torch==")   # run.py installs the exact tested torch
     assert ("--extra-index-url" in torch_step) == reachable
     for cmd in fake_install:   # the mirror stays: no --index-url, no pip config written, no isolated mode
         assert "--index-url" not in cmd and "-i" not in cmd and "config" not in cmd and "--isolated" not in cmd

@@ -1,7 +1,7 @@
 """Turn the course's jupytext sources (notebooks/*.md, MyST) into .ipynb files.
 
     python tools/notebooks.py export --out build/nbval            # fresh copies for nbval
-    python tools/notebooks.py export --out workspace --keep-existing  # a learner's copies
+    python tools/notebooks.py export --out DIR --keep-existing       # the same, keeping files there
     python tools/notebooks.py execute 03_layernorm [...]             # run, save outputs + PNGs
 
 ``execute`` writes build/executed/NAME.ipynb with outputs and every image output as
@@ -21,6 +21,12 @@ from pathlib import Path
 import jupytext
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))       # run as a script from a checkout: normlab is the checkout's
+from normlab import course  # noqa: E402
+from normlab.course import (  # noqa: E402,F401  (this module's names before the code moved to normlab.course)
+    BEGIN, BLANK, END, MD_BEGIN, MD_END, ONLY, TAG, _is_drill_notebook, _markdown_version, has_solutions,
+    is_solution_cell, is_teacher_note, versions, with_setup_cell, without_teacher_notes)
+
 SOURCES = ROOT / "notebooks"
 
 
@@ -29,120 +35,14 @@ def sources() -> list[Path]:
     return sorted(p for p in SOURCES.glob("[0-9][0-9]_*.md"))
 
 
-# --- solution / learner versions (drill notebooks) ---------------------------------------
-# In a source, code between "### BEGIN SOLUTION" and "### END SOLUTION" is a reference answer,
-# and a line ending in "# solution-only" (e.g. `assert report.passed`) belongs to it too.
-# In a markdown cell, text between "<!-- BEGIN SOLUTION -->" and "<!-- END SOLUTION -->" (each on
-# its own line) is part of the answer (a derivation, a note on the reference answer); a cell of
-# either kind tagged "solution" (MyST: `:tags: [solution]` / `+++ {"tags": ["solution"]}`) is
-# answer as a whole (e.g. a demo that contains a correct implementation).
-# The solution version drops the marker lines; the learner version (NAME_learner.ipynb)
-# replaces each answer by a NotImplementedError, drops the solution-only lines, text and cells, and
-# drops every cell that is left empty, so its check cells run and report failure instead of crashing.
-BEGIN, END, ONLY = "### BEGIN SOLUTION", "### END SOLUTION", "# solution-only"
-MD_BEGIN, MD_END, TAG = "<!-- BEGIN SOLUTION -->", "<!-- END SOLUTION -->", "solution"
-BLANK = 'raise NotImplementedError("在这里写出你的实现 (write your implementation here)")'
-
-
-def is_teacher_note(cell) -> bool:
-    """A speaker note (``slideshow: {slide_type: notes}``): for the slides' speaker view only."""
-    return cell.cell_type == "markdown" and cell.get("metadata", {}).get("slideshow", {}).get("slide_type") == "notes"
-
-
-def without_teacher_notes(nb):
-    """The notebook as learners get it (workspace/, the book): speaker notes removed. Notes often
-    hold the answer to the question the lesson asks next."""
-    nb.cells = [c for c in nb.cells if not is_teacher_note(c)]
-    return nb
-
-
-def is_solution_cell(cell) -> bool:
-    return TAG in cell.get("metadata", {}).get("tags", [])
-
-
-def has_solutions(nb) -> bool:
-    return any((BEGIN in c.source if c.cell_type == "code" else MD_BEGIN in c.source) or is_solution_cell(c)
-               for c in nb.cells)
-
-
-def _markdown_version(source: str, learner: bool) -> str:
-    out, inside = [], False
-    for line in source.split("\n"):
-        stripped = line.strip()
-        if stripped == MD_BEGIN:
-            inside = True
-        elif stripped == MD_END:
-            inside = False
-        elif not (learner and inside):
-            out.append(line)
-    text = "\n".join(out)
-    while "\n\n\n" in text:                     # the hole a removed block leaves
-        text = text.replace("\n\n\n", "\n\n")
-    return text.strip("\n") if learner else text
-
-
-def _is_drill_notebook(nb) -> bool:
-    """The drill notebook (cards, drills.start/check) rather than a lesson with exercises."""
-    return any(c.cell_type == "code" and "drills.start(" in c.source for c in nb.cells)
-
-
-def versions(nb, learner: bool):
-    """A copy of the notebook as the solution version or as the learner version."""
-    import copy
-
-    nb = copy.deepcopy(nb)
-    if learner:
-        nb.cells = [c for c in nb.cells if not is_solution_cell(c)]
-    for cell in nb.cells:
-        if cell.cell_type == "markdown" and MD_BEGIN in cell.source:
-            cell.source = _markdown_version(cell.source, learner)
-            continue
-        if cell.cell_type != "code" or (BEGIN not in cell.source and ONLY not in cell.source):
-            continue
-        lines, out, inside = cell.source.split("\n"), [], False
-        for line in lines:
-            stripped = line.strip()
-            if stripped == BEGIN:
-                inside = True
-                if learner:
-                    out.append(line[: len(line) - len(line.lstrip())] + BLANK)
-            elif stripped == END:
-                inside = False
-            elif learner and (inside or stripped.endswith(ONLY)):
-                continue
-            else:
-                out.append(line.replace("  " + ONLY, "").replace(" " + ONLY, "") if stripped.endswith(ONLY) else line)
-        cell.source = "\n".join(out)
-    if learner:
-        nb.cells = [c for c in nb.cells if c.source.strip() or c.cell_type == "raw"]
-    if learner and nb.cells and nb.cells[0].cell_type == "markdown":
-        where = "每张卡片" if _is_drill_notebook(nb) else "每道练习 (exercise)"
-        nb.cells[0].source += (f"\n\n> **学习版 (learner version)**：{where}里的实现是空的，答案不在这个文件里。"
-                               "先运行一遍看检查结果，再把 `raise NotImplementedError(...)` 换成你的代码，直到检查全部通过。")
-    return nb
+# The solution / learner versions, the setup cell every exported notebook starts with and a learner's
+# workspace (plain names = learner versions, solutions/ for teachers) are normlab.course's: the
+# installed package needs them without tools/. This file keeps the test run's layout (build/nbval:
+# NAME.ipynb the solution version, NAME_learner.ipynb the learner version) and the execute command.
 
 
 def export(out: Path, keep_existing: bool) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
-    if not keep_existing:
-        for old in out.glob("*.ipynb"):
-            old.unlink()
-    written = []
-    for src in sources():
-        dst = out / (src.stem + ".ipynb")
-        if keep_existing and dst.exists():
-            continue
-        nb = without_teacher_notes(jupytext.read(src))
-        nb.metadata.setdefault("kernelspec", {"name": "python3", "display_name": "Python 3", "language": "python"})
-        if has_solutions(nb):
-            learner = out / (src.stem + "_learner.ipynb")
-            if not (keep_existing and learner.exists()):
-                jupytext.write(versions(nb, learner=True), learner)
-                written.append(learner)
-            nb = versions(nb, learner=False)
-        jupytext.write(nb, dst)
-        written.append(dst)
-    return written
+    return course.export(out, keep_existing, srcs=sources())
 
 
 def execute(names: list[str], timeout: int = 600) -> int:

@@ -1,0 +1,380 @@
+"""The course as files a learner owns: the lessons ship inside the package, and one command writes a
+learner's own copies into any folder (issue 29). ``run.py course`` uses the same code.
+
+    python -m normlab.course init [DIR] [--solutions]   # or: normlab-course init ...  (DIR: ~/normlab-course)
+    python -m normlab.course reset 03 [DIR]             # lesson 03 as new; the old copy moves to DIR/.backup/
+    python -m normlab.course reset --all [DIR]
+
+A workspace holds, under the lessons' plain names, the LEARNER copies (each 练习 answer and drill card is
+``raise NotImplementedError``); the solution copies only in ``solutions/`` (``--solutions``), each with a
+banner cell; ``normlab-source/``, a read-only copy of the package's code and the glossary the lessons cite.
+Nothing a learner wrote is ever overwritten: init writes only missing files, reset backs up first.
+
+Every exported notebook starts with the same setup cell (SETUP_SOURCE): where normlab is installed it
+does nothing; on a hosted notebook without the course it installs it (NORMLAB_INSTALL or a
+normlab-*.whl beside the notebook) and the lesson goes on. It is added here, at export time, so the
+sources and their recorded fingerprints do not change.
+
+Solution markers in a source: code between "### BEGIN SOLUTION" and "### END SOLUTION" is a reference
+answer, and a line ending in "# solution-only" belongs to it too; markdown between "<!-- BEGIN SOLUTION
+-->" and "<!-- END SOLUTION -->" (each on its own line) is part of the answer; a cell tagged "solution"
+is answer as a whole. The learner version replaces each answer by a NotImplementedError, drops the
+solution-only lines, text and cells, and every cell left empty, so its check cells run and report.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+import stat
+import sys
+import time
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+BUNDLE = PACKAGE_DIR / "_course"          # in a built wheel: notebooks/*.md and book/glossary.md (setup.py)
+FIRST_NOTEBOOK = "00_course_map"
+DEFAULT_DIR = "~/normlab-course"
+SOLUTIONS, BACKUP, SOURCE_COPY = "solutions", ".backup", "normlab-source"
+SOURCE_SUFFIXES = (".py", ".toml", ".js", ".css")   # what normlab-source/ copies of the package
+
+BEGIN, END, ONLY = "### BEGIN SOLUTION", "### END SOLUTION", "# solution-only"
+MD_BEGIN, MD_END, TAG = "<!-- BEGIN SOLUTION -->", "<!-- END SOLUTION -->", "solution"
+BLANK = 'raise NotImplementedError("在这里写出你的实现 (write your implementation here)")'
+SETUP_TAG, BANNER_TAG = "normlab-setup", "normlab-solution-banner"
+SETUP_SOURCE = '''\
+# NormLab setup: does nothing where normlab is installed (run.py, normlab-course init, a class server).
+# On a hosted notebook without the course it installs it, from NORMLAB_INSTALL (a wheel, a path or
+# any pip requirement) or a normlab-*.whl beside this notebook, then the lesson goes on.
+import importlib.util, os, subprocess, sys
+from pathlib import Path
+if importlib.util.find_spec("normlab") is None:
+    _wheels = sorted(Path.cwd().glob("normlab-*.whl")) + sorted(Path.cwd().parent.glob("normlab-*.whl"))
+    _source = os.environ.get("NORMLAB_INSTALL") or (str(_wheels[-1]) if _wheels else "")
+    if not _source:
+        raise SystemExit("没有安装课程包 normlab：把 normlab-*.whl 放在这个 notebook 旁边，或设置环境变量 "
+                         "NORMLAB_INSTALL（wheel 文件或 pip 能安装的地址）。"
+                         "(normlab is not installed: put its wheel beside this notebook or set NORMLAB_INSTALL)")
+    print(f"安装课程包 (installing normlab): {_source} ...", flush=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", _source], check=True)
+    importlib.invalidate_caches()'''
+
+
+class CourseError(Exception):
+    """A learner-facing problem (Chinese with the English term): the CLI prints it without a traceback."""
+
+
+# --------------------------------------------------------------------------------- where the lessons are
+
+def course_root() -> Path:
+    """The folder holding notebooks/ and book/glossary.md: the package's own copy in an installed
+    wheel, else the checkout the package sits in (run.py's editable install)."""
+    for root in (BUNDLE, PACKAGE_DIR.parent):
+        if any((root / "notebooks").glob("[0-9][0-9]_*.md")):
+            return root
+    raise CourseError(f"在 {BUNDLE} 和 {PACKAGE_DIR.parent / 'notebooks'} 都没有找到课程的 notebook 源文件："
+                      "这个 normlab 安装不完整，请重新安装。(the lesson sources are missing from this install)")
+
+
+def sources(root: Path | None = None) -> list[Path]:
+    """The lessons in order (their names start with a two-digit number)."""
+    return sorted((root or course_root()).joinpath("notebooks").glob("[0-9][0-9]_*.md"))
+
+
+# --------------------------------------------------------------------------------- solution / learner
+
+def is_teacher_note(cell) -> bool:
+    """A speaker note (``slideshow: {slide_type: notes}``): for the slides' speaker view only."""
+    return cell.cell_type == "markdown" and cell.get("metadata", {}).get("slideshow", {}).get("slide_type") == "notes"
+
+
+def without_teacher_notes(nb):
+    """The notebook as learners get it (workspace, the book): speaker notes removed. Notes often hold
+    the answer to the question the lesson asks next."""
+    nb.cells = [c for c in nb.cells if not is_teacher_note(c)]
+    return nb
+
+
+def is_solution_cell(cell) -> bool:
+    return TAG in cell.get("metadata", {}).get("tags", [])
+
+
+def has_solutions(nb) -> bool:
+    return any((BEGIN in c.source if c.cell_type == "code" else MD_BEGIN in c.source) or is_solution_cell(c)
+               for c in nb.cells)
+
+
+def _markdown_version(source: str, learner: bool) -> str:
+    out, inside = [], False
+    for line in source.split("\n"):
+        stripped = line.strip()
+        if stripped == MD_BEGIN:
+            inside = True
+        elif stripped == MD_END:
+            inside = False
+        elif not (learner and inside):
+            out.append(line)
+    text = "\n".join(out)
+    while "\n\n\n" in text:                     # the hole a removed block leaves
+        text = text.replace("\n\n\n", "\n\n")
+    return text.strip("\n") if learner else text
+
+
+def _is_drill_notebook(nb) -> bool:
+    """The drill notebook (cards, drills.start/check) rather than a lesson with exercises."""
+    return any(c.cell_type == "code" and "drills.start(" in c.source for c in nb.cells)
+
+
+def versions(nb, learner: bool):
+    """A copy of the notebook as the solution version or as the learner version."""
+    nb = copy.deepcopy(nb)
+    if learner:
+        nb.cells = [c for c in nb.cells if not is_solution_cell(c)]
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and MD_BEGIN in cell.source:
+            cell.source = _markdown_version(cell.source, learner)
+            continue
+        if cell.cell_type != "code" or (BEGIN not in cell.source and ONLY not in cell.source):
+            continue
+        out, inside = [], False
+        for line in cell.source.split("\n"):
+            stripped = line.strip()
+            if stripped == BEGIN:
+                inside = True
+                if learner:
+                    out.append(line[: len(line) - len(line.lstrip())] + BLANK)
+            elif stripped == END:
+                inside = False
+            elif learner and (inside or stripped.endswith(ONLY)):
+                continue
+            else:
+                out.append(line.replace("  " + ONLY, "").replace(" " + ONLY, "") if stripped.endswith(ONLY) else line)
+        cell.source = "\n".join(out)
+    if learner:
+        nb.cells = [c for c in nb.cells if c.source.strip() or c.cell_type == "raw"]
+    if learner and nb.cells and nb.cells[0].cell_type == "markdown":
+        where = "每张卡片" if _is_drill_notebook(nb) else "每道练习 (exercise)"
+        nb.cells[0].source += (f"\n\n> **学习版 (learner version)**：{where}里的实现是空的，答案不在这个文件里。"
+                               "先运行一遍看检查结果，再把 `raise NotImplementedError(...)` 换成你的代码，直到检查全部通过。")
+    return nb
+
+
+def with_setup_cell(nb):
+    """The notebook with the standard setup cell first (SETUP_SOURCE, tagged SETUP_TAG)."""
+    import nbformat
+
+    nb.cells = [c for c in nb.cells if SETUP_TAG not in c.get("metadata", {}).get("tags", [])]
+    nb.cells.insert(0, nbformat.v4.new_code_cell(SETUP_SOURCE, metadata={"tags": [SETUP_TAG]}))
+    return nb
+
+
+def with_banner(nb, stem: str):
+    """A solution copy: a banner cell first (after the setup cell) saying what it is."""
+    import nbformat
+
+    text = (f"> **答案版 (solution version)**：这是 `{stem}` 填好全部答案的版本，给做完之后对照和老师讲课用。"
+            f"你自己的练习在上一级文件夹的学习版 `{stem}.ipynb` 里（那里的答案是空的）。")
+    nb.cells.insert(1, nbformat.v4.new_markdown_cell(text, metadata={"tags": [BANNER_TAG]}))
+    return nb
+
+
+def read_source(src: Path):
+    import jupytext
+
+    nb = without_teacher_notes(jupytext.read(src))
+    nb.metadata.setdefault("kernelspec", {"name": "python3", "display_name": "Python 3", "language": "python"})
+    return nb
+
+
+def export(out: Path, keep_existing: bool = False, srcs: list[Path] | None = None) -> list[Path]:
+    """The test run's layout (build/nbval): NAME.ipynb is the solution version and NAME_learner.ipynb
+    the learner version of a lesson with answers; every file starts with the setup cell."""
+    import jupytext
+
+    out.mkdir(parents=True, exist_ok=True)
+    if not keep_existing:
+        for old in out.glob("*.ipynb"):
+            old.unlink()
+    written = []
+    for src in sources() if srcs is None else srcs:
+        dst = out / (src.stem + ".ipynb")
+        if keep_existing and dst.exists():
+            continue
+        nb = read_source(src)
+        if has_solutions(nb):
+            learner = out / (src.stem + "_learner.ipynb")
+            if not (keep_existing and learner.exists()):
+                jupytext.write(with_setup_cell(versions(nb, learner=True)), learner)
+                written.append(learner)
+            nb = versions(nb, learner=False)
+        jupytext.write(with_setup_cell(nb), dst)
+        written.append(dst)
+    return written
+
+
+# --------------------------------------------------------------------------------- a learner's workspace
+
+def workspace_files(solutions: bool, srcs: list[Path] | None = None) -> dict[str, object]:
+    """What a workspace holds: relative path -> notebook. Lessons under their plain names are the
+    learner versions; the solution versions, with a banner, only under solutions/ (when asked)."""
+    files = {}
+    for src in sources() if srcs is None else srcs:
+        nb = read_source(src)
+        if not has_solutions(nb):
+            files[f"{src.stem}.ipynb"] = with_setup_cell(nb)
+            continue
+        files[f"{src.stem}.ipynb"] = with_setup_cell(versions(nb, learner=True))
+        if solutions:
+            files[f"{SOLUTIONS}/{src.stem}.ipynb"] = with_banner(with_setup_cell(versions(nb, learner=False)), src.stem)
+    return files
+
+
+def _write(nb, path: Path) -> None:
+    import jupytext
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    jupytext.write(nb, path)
+
+
+def _backup(path: Path, dest: Path, stamp: str) -> Path:
+    """Move a copy out of the way into dest/.backup/ (never deleted)."""
+    backup = dest / BACKUP
+    backup.mkdir(parents=True, exist_ok=True)
+    prefix = f"{SOLUTIONS}-" if path.parent.name == SOLUTIONS else ""
+    target = backup / f"{prefix}{path.stem}.{stamp}{path.suffix}"
+    shutil.move(str(path), target)
+    return target
+
+
+def migrate_old_layout(dest: Path, say=print) -> list[str]:
+    """Workspaces made before the learner copies took the plain names held NAME.ipynb (the solution
+    version) beside NAME_learner.ipynb (the learner's answers). The solution copy moves to .backup/,
+    the learner's file takes the plain name: nothing is lost, and no answer key stays at the door."""
+    moved, stamp = [], time.strftime("%Y%m%d-%H%M%S")
+    for learner in sorted(dest.glob("[0-9][0-9]_*_learner.ipynb")):
+        plain = learner.with_name(learner.name.replace("_learner.ipynb", ".ipynb"))
+        if plain.exists():
+            _backup(plain, dest, stamp)
+        learner.rename(plain)
+        moved.append(plain.name)
+    if moved:
+        say(f"[normlab] 旧版工作区：{', '.join(moved)} 现在就是你的学习版（原来的 *_learner 文件改了名，"
+            f"答案版副本移到 {BACKUP}/）。(old layout migrated: your learner files keep their answers)")
+    return moved
+
+
+def _make_writable(func, path, _exc) -> None:
+    os.chmod(path, stat.S_IWRITE | stat.S_IREAD)
+    func(path)
+
+
+def write_source_copy(dest: Path) -> Path:
+    """dest/normlab-source/: a read-only copy of the package's code (normlab/...) and the glossary, so
+    the files the lessons tell a learner to read open in JupyterLab, whose root is the workspace.
+    Rewritten by every init (it is no learner's work)."""
+    out = dest / SOURCE_COPY
+    if out.exists():
+        shutil.rmtree(out, onerror=_make_writable)
+    files = [p for p in sorted(PACKAGE_DIR.rglob("*")) if p.suffix in SOURCE_SUFFIXES
+             and "_course" not in p.relative_to(PACKAGE_DIR).parts and "__pycache__" not in p.parts]
+    for p in files:
+        target = out / "normlab" / p.relative_to(PACKAGE_DIR)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(p, target)
+    glossary = course_root() / "book" / "glossary.md"
+    if glossary.exists():
+        shutil.copyfile(glossary, out / "glossary.md")
+    (out / "README.md").write_text(
+        "# normlab-source（只读副本 read-only copy）\n\n课程里提到的 `normlab/…` 文件在这里的 `normlab/…`，"
+        "术语表 (glossary) 是 `glossary.md`。这是课程包的只读副本，每次 `normlab-course init`（或 "
+        "`python3 run.py course`）都会重新生成：不要在这里改代码。"
+        f"\n\nThe code that runs is the installed package: `{PACKAGE_DIR}`.\n", encoding="utf-8")
+    for p in out.rglob("*"):
+        if p.is_file():
+            os.chmod(p, stat.S_IREAD)
+    return out
+
+
+def init(dest: Path | str = DEFAULT_DIR, solutions: bool = False, say=print) -> list[Path]:
+    """Write the learner's workspace into dest: every missing notebook (never overwriting one that is
+    there), and a fresh normlab-source/. Returns the notebooks written."""
+    dest = Path(dest).expanduser()
+    dest.mkdir(parents=True, exist_ok=True)
+    migrate_old_layout(dest, say)
+    written = []
+    for rel, nb in workspace_files(solutions).items():
+        path = dest / rel
+        if not path.exists():
+            _write(nb, path)
+            written.append(path)
+    write_source_copy(dest)
+    return written
+
+
+def reset(dest: Path | str, name: str | None, everything: bool = False, say=print) -> list[Path]:
+    """Put fresh copies of lesson `name` ("03", "03_layernorm"; the old "08_drills_learner" too), or of
+    all with `everything`, into dest; each replaced copy moves to dest/.backup/ first. Returns them.
+    Solution copies are refreshed where the workspace has solutions/. Other files are never touched."""
+    dest = Path(dest).expanduser()
+    if dest.exists():
+        migrate_old_layout(dest, say)
+    files = workspace_files(solutions=(dest / SOLUTIONS).is_dir())
+    stems = sorted({Path(rel).stem for rel in files})
+    wanted = (name or "").removesuffix(".ipynb").removesuffix("_learner")
+    chosen = stems if everything else ([s for s in stems if s == wanted] or
+                                       [s for s in stems if wanted and s.startswith(wanted)])
+    if not chosen or (not everything and len(chosen) > 1):
+        raise CourseError(f"--reset 需要一个课名，例如 --reset 03（可选：{', '.join(stems)}）；--reset-all 恢复全部。"
+                          f"收到 {name!r}。(--reset needs one lesson name)")
+    stamp, replaced = time.strftime("%Y%m%d-%H%M%S"), []
+    for rel, nb in files.items():
+        if Path(rel).stem not in chosen:
+            continue
+        path = dest / rel
+        if path.exists():
+            _backup(path, dest, stamp)
+            replaced.append(path)
+        _write(nb, path)
+    say(f"[normlab] 已恢复 {len(chosen)} 课：{', '.join(chosen)}；旧副本在 {dest / BACKUP}/ "
+        "(restored; the old copies are backed up)")
+    return replaced
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    for stream in (sys.stdout, sys.stderr):      # a GBK console never crashes on a character
+        try:
+            stream.reconfigure(errors="replace")
+        except (AttributeError, ValueError):
+            pass
+    ap = argparse.ArgumentParser(prog="normlab-course", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    i = sub.add_parser("init", help="写出学习者的工作区 (write a learner's workspace)")
+    i.add_argument("dir", nargs="?", default=DEFAULT_DIR)
+    i.add_argument("--solutions", action="store_true", help="也写出答案版 solutions/ (for teachers)")
+    r = sub.add_parser("reset", help="把一课恢复原样，旧副本先备份 (restore a lesson; backs up first)")
+    r.add_argument("name", nargs="?")
+    r.add_argument("dir", nargs="?", default=DEFAULT_DIR)
+    r.add_argument("--all", action="store_true")
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "init":
+            written = init(args.dir, args.solutions)
+            dest = Path(args.dir).expanduser()
+            print(f"[normlab] {len(written)} 个 notebook 写入 {dest}（已有的没有动）；从 "
+                  f"{dest / (FIRST_NOTEBOOK + '.ipynb')} 开始。(workspace ready; existing files kept)")
+        elif args.all:       # reset --all [DIR]: the one positional is the folder
+            reset(args.name or args.dir, None, everything=True)
+        else:
+            reset(args.dir, args.name)
+    except (CourseError, OSError) as err:
+        print(f"[normlab] {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
