@@ -259,6 +259,8 @@ def test_help_says_what_each_file_defines_where_progress_is_and_how_to_reset(pro
     assert str(progress_file) in out and progress.FILE_VARIABLE in out
     assert "--reset layernorm" in out and "--reset all" in out
     assert main(["-h"]) == 0 and capsys.readouterr().out == out
+    for answer in ("sublayer(norm(x))", "norm(x + sublayer", "无偏", "unbiased", "(2N)", "tanh", "register_buffer"):
+        assert answer not in out, answer                               # what to define, never how (the cards' hints)
 
 
 def test_progress_counts_the_cards_the_lesson_shows(monkeypatch, capsys):
