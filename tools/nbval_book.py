@@ -17,11 +17,12 @@ tests/ use it. Three jobs:
    or was not run whole, leaves a marker build/executed/NAME.nbval (its status in this run), so that
    the book's fixture (``wait_for_executions``) never waits for it.
 
-2. **Order.** Solution copies first, then learner copies, then the unit tests, and last the test
-   modules that need the built book or the executed notebooks (they use a fixture in BUILD_FIXTURES).
-   run.py runs xdist with --dist loadscope --no-loadscope-reorder: a worker takes modules in this order
-   and runs them in the order taken, so when a worker reaches a book test every notebook is done or
-   being run by the other worker, which runs nothing later first: the wait cannot deadlock.
+2. **Order** (``pytest_collection_modifyitems``). Solution copies first, then the module that builds
+   the book, learner copies and unit tests, and last the other modules that need the built book or
+   the executed notebooks (they use a fixture in BUILD_FIXTURES). run.py runs xdist with --dist
+   loadscope --no-loadscope-reorder: a worker takes modules in this order and runs them in the order
+   taken, so when a worker reaches a book test every solution copy is done or being run by the other
+   worker, which runs nothing it took later first: the wait cannot deadlock.
 
 3. **A time budget.** After the run: the ten slowest items (setup + call + teardown) and the total of
    each group (unit tests, nbval solution copies, nbval learner copies, the book/slides build, browser
@@ -73,8 +74,9 @@ def run_id() -> str:
 
 
 def source_of(path: Path) -> Path | None:
-    """notebooks/NAME.md for a solution copy build/nbval/NAME.ipynb; None for a learner copy."""
-    src = nbtools.SOURCES / (Path(path).stem + ".md")
+    """notebooks/NAME.md for a solution copy build/nbval/NAME.ipynb; None for a learner copy.
+    (NORMLAB_NBVAL_SOURCES: another folder of sources, for the plugin's own test.)"""
+    src = Path(os.environ.get("NORMLAB_NBVAL_SOURCES") or nbtools.SOURCES) / (Path(path).stem + ".md")
     return src if src.exists() else None
 
 
@@ -305,16 +307,38 @@ def wait_for_executions(stems: list[str], timeout: float = 1800.0) -> float:
 
 # --- 2. order ---------------------------------------------------------------------------------------
 
-def pytest_collection_modifyitems(session, config, items):
-    """Solution copies, learner copies, unit tests, then the modules that need the executed notebooks."""
-    late = {item.module.__name__ for item in items if hasattr(item, "module") and item.module is not None
-            and BUILD_FIXTURES & set(getattr(item, "fixturenames", ()))}
+def expected_seconds(stem: str) -> float:
+    """How long a notebook runs: the mean of its one-thread runs in the sweep's record
+    (normlab/records/NAME.json, kept current by `run.py sweep`); 0 when unknown."""
+    try:
+        runs = json.loads((ROOT / "normlab" / "records" / f"{stem}.json").read_text(encoding="utf-8"))["runs"]
+        times = [r["seconds"] for r in runs if r.get("threads") == 1 and r.get("seconds")]
+        return sum(times) / len(times) if times else 0.0
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0.0
 
-    def rank(item) -> int:
+
+def pytest_collection_modifyitems(session, config, items):
+    """The order of the run, module by module (xdist's loadscope hands them out in this order):
+    0. the solution copies, longest first (the sweep's record says how long each runs);
+    1. the first module that needs the built book: the worker that takes it waits for the other's last
+       notebook and builds the book and the slides, while the other goes on with
+    2. the learner copies (longest first), then the unit tests;
+    3. the other modules that need the build or the executed notebooks (BUILD_FIXTURES)."""
+    late = {item.module.__name__ for item in items if getattr(item, "module", None) is not None
+            and BUILD_FIXTURES & set(getattr(item, "fixturenames", ()))}
+    builder = next((item.module.__name__ for item in items if getattr(item, "module", None) is not None
+                    and item.module.__name__ in late and {"book_url", "slides_url", "decks_url"}
+                    & set(item.fixturenames)), None)
+
+    def rank(item) -> tuple[int, float]:
         if is_cell(item):
-            return 0 if source_of(item.parent.path) is not None else 1
+            stem = item.parent.path.stem
+            return (0, -expected_seconds(stem)) if source_of(item.parent.path) is not None else \
+                (2, -expected_seconds(stem.removesuffix("_learner")) - 1e6)
         module = getattr(item, "module", None)
-        return 3 if module is not None and module.__name__ in late else 2
+        name = module.__name__ if module is not None else ""
+        return (1, 0.0) if name == builder else (3, 0.0) if name in late else (2, 0.0)
 
     items[:] = [item for _, item in sorted(enumerate(items), key=lambda p: (rank(p[1]), p[0]))]
 
@@ -339,7 +363,9 @@ class TimeBudget:
     def pytest_runtest_logreport(self, report):
         spent = dict(p for p in report.user_properties if isinstance(p, tuple) and len(p) == 2)
         build, wait = spent.get("normlab_build_s", 0.0), spent.get("normlab_wait_s", 0.0)
-        self.items[report.nodeid] += report.duration
+        self.items[report.nodeid] += max(report.duration - build - wait, 0.0)
+        if build:
+            self.items[f"[book/slides build, in the setup of] {report.nodeid}"] += build
         self.groups["book/slides build"] += build
         self.groups["waiting for nbval"] += wait
         self.groups[group_of(report.nodeid)] += max(report.duration - build - wait, 0.0)
