@@ -30,16 +30,18 @@ tests/ use it. Three jobs:
    measured inside the fixtures (``charge``) and travels with the setup report of the item that
    triggered it (user_properties; under xdist the controller prints).
 
-Why the learner copy still runs whole (issue 27 item 2). A learner copy is the solution copy with the
-answers replaced by ``raise NotImplementedError``; its first differing code cell comes after 60-70 % of
-the notebook. Its identical prefix could only be skipped by starting the differing cells in a kernel
-holding the solution run's state at that point: there is no portable way to copy a live kernel (no
-fork on Windows; pickling a namespace of torch models, widgets, generators and open figures is not
-complete), and the cheaper substitutes (running the learner cells after the solution's, or caching
-results inside normlab) can each let a learner copy pass that fails for a learner (a name defined
-only by a removed solution cell, a changed random stream). So the learner copy runs top to bottom
-as a learner runs it, in the default JupyterLab setting (live widgets, no figure output): it also
-covers the widgets' live path, which the solution copies (static, for the book) no longer take.
+Why the learner copy still runs whole (issue 27 item 2: not solved here). A learner copy is the
+solution copy with the answers replaced by ``raise NotImplementedError``; its first differing code
+cell (the exercises) comes after 60-70 % of the code cells, and its cost is almost all that identical
+prefix. Skipping the prefix needs the differing cells to start in a kernel holding the solution run's
+exact state at that point. Pickling a namespace of torch models, widgets, generators and figures is
+not complete; forking the kernel (Linux only) leaves the child with the parent's ZeroMQ sockets and
+comm machinery; the cheaper substitutes (the learner cells run after the solution's in one kernel,
+results cached inside normlab, a def-use slice of the prefix) can each let a learner copy pass that
+fails for a learner (a name defined only by a removed solution cell, a changed random stream, global
+state) and cannot be shown equivalent. So the learner copy runs top to bottom as a learner runs it,
+in the default JupyterLab setting (live widgets, no figure output): it also covers the widgets' live
+path, which the solution copies (static, for the book) no longer take.
 """
 
 from __future__ import annotations
@@ -385,5 +387,7 @@ class TimeBudget:
 
 
 def pytest_configure(config):
+    if getattr(config.option, "loadscopereorder", None):
+        config.option.loadscopereorder = False      # xdist keeps the order above (its default sorts by size)
     if not hasattr(config, "workerinput"):          # the controller (or a run without xdist) reports
         config.pluginmanager.register(TimeBudget(), "normlab-time-budget")
