@@ -142,6 +142,15 @@ PATTERNS = [
     ("rmsnorm", _rms(lambda s, x: x / x.norm(dim=-1, keepdim=True) * x.shape[-1] ** 0.5), {"eps_missing"}),
     ("layernorm", _ln(lambda s, x: (x - _mean(x)) / _var(x, unbiased=True) ** 0.25), {"double_sqrt", "eps_missing"}),
     ("rmsnorm", _rms(lambda s, x: x / torch.sqrt(_ms(x, 1))), {"wrong_axis", "eps_missing"}),
+    # γ and β: how they act is measured too (zero γ, shifted β), then the normalisation with neutral values
+    ("layernorm", type("LayerNorm", (LNBase,), {"forward": lambda s, x: (x - _mean(x)) / torch.sqrt(_var(x) + s.eps)
+                                                * s.weight * s.bias}), {"bias_use"}),
+    ("layernorm", type("LayerNorm", (LNBase,), {"forward": lambda s, x: (x - _mean(x)) / torch.sqrt(_var(x) + s.eps)
+                                                + s.weight + s.bias}), {"gain_use"}),
+    ("layernorm", type("LayerNorm", (LNBase,), {"forward": lambda s, x: (x - _mean(x)) / (_var(x) + s.eps) ** 2
+                                                * s.weight * s.weight + s.bias}), {"gain_use", "var_squared"}),
+    ("layernorm", _ln(lambda s, x: (x - _mean(x)) / ((x - _mean(x)).abs().mean(-1, keepdim=True) + s.eps)),
+     {"wrong_statistic"}),
     # ε hard-coded, next to a mistake the fast path does not know
     ("layernorm", _ln(lambda s, x: (x - _mean(x)) / (_var(x) + 1e-5) ** 2), {"var_squared", "eps_ignored"}),
 ]

@@ -12,9 +12,9 @@ from .batchnorm_modes import BN_SHAPES, BN_STEPS, LAYOUT, _bn_eval, _bn_fresh, _
 from .formulas import FIXED_EPS, Formula, Probe, deviation_findings, search
 from .probes import (PROD, Builder, _raised, close, fail, find_bias, find_gain, find_stats, is_timeout, ok, output_of,
                      set_tensor, step)
-from .diagnosis import as_findings, property_findings
+from .diagnosis import affine_findings, as_findings, property_findings
 from .messages import KEEPDIM, is_broadcast_error
-from .properties import measure
+from .properties import affine, measure
 from .references import _bn_axes, _bshape, _torch_bn
 
 # ---------------------------------------------------------------- BatchNorm (module)
@@ -185,25 +185,33 @@ def _bn_train(build, C, rank, g, out):
 
 
 def _bn_properties(build, C, rank, g) -> list[Finding]:
-    """The general path for a training forward no known formula reproduces: properties measured as a
-    black box (properties.py), each one that differs from torch's as a finding (diagnosis.py)."""
+    """The general path for a training forward no known formula reproduces: how γ and β act, then the
+    properties of the normalisation measured as a black box (properties.py), each one that differs from
+    torch's as a finding (diagnosis.py)."""
     try:
         mod, _, _ = _bn_fresh(build, C, rank, g, eps=1e-2, momentum=0.1)
         gname, w = find_gain(mod, C)
         bname, b = find_bias(mod, C, gname)
-        if w is not None:
-            set_tensor(w, torch.ones(C))
-        if b is not None:
-            set_tensor(b, torch.zeros(C))
         shp = _bshape(rank, C)
         x = torch.randn(BN_SHAPES[rank], generator=g) * 2 + torch.randn(shp, generator=g) * 1.5
+
+        def run(gain, bias):
+            for t, v, default in ((w, gain, torch.ones(C)), (b, bias, torch.zeros(C))):
+                if t is not None:
+                    set_tensor(t, default if v is None else v)
+            return output_of(mod, x).detach().double()
+
+        found = {} if w is None else affine(run, torch.randn(shp, generator=g).double() + 1,
+                                            None if b is None else torch.randn(shp, generator=g).double())
+        run(torch.zeros(C) if found.get("gain") in ("+w", "1+w") else None,
+            torch.ones(C) if found.get("bias") == "×b" else None)
         props = measure(lambda t: output_of(mod, t).detach().double(), x, _bn_axes(rank), 1e-2)
     except SubmissionError as err:
         if is_timeout(err):
             raise
         return []
     texts = property_findings("BatchNorm", props, _bn_axes(rank), tuple(BN_SHAPES[rank]), 1e-2)
-    return as_findings(texts)
+    return as_findings({**texts, **affine_findings(found)})
 
 
 def _bn_running(seen, xs, C, rank, out):

@@ -51,6 +51,10 @@ def property_findings(kind: str, props: Props, expected_axes: tuple[int, ...], s
                                    f"你在这些维上求统计量；{kind} 应在 {want}（输入形状 {shape}）")
     if props.degree is None:
         return texts
+    if props.degree == 0 and props.stat is None and props.axes is not None:
+        texts["wrong_statistic"] = (f"输出每组的大小随数据变化：分母既不是标准差 sqrt(var) 也不是 RMS sqrt(mean(x²))"
+                                    f"——检查统计量的写法；{kind} 应除以 " +
+                                    ("sqrt(mean(x²) + ε)" if rms else "sqrt(mean((x − μ)²) + ε)"))
     if props.p != 0.5:
         texts.update([_degree_text(props.p, props.degree, stat)])
     if props.p == 0:
@@ -116,6 +120,28 @@ def property_findings(kind: str, props: Props, expected_axes: tuple[int, ...], s
         elif not (_close(v, eps, 0.1) or _close(v, eps * (props.n - 1) / props.n, 0.1)):
             texts["eps_ignored"] = (f"传入 eps={eps:g}，输出却相当于 eps≈{v:.2g} (the eps argument is ignored)：用 self.eps，"
                                     "不要把常数写死")
+    return texts
+
+
+GAIN_TEXT = {"1+w": "乘的是 (1 + γ)（Gemma 的写法，γ 初值 0）：torch 乘 γ 本身（初值 1）",
+             "none": "没有乘 γ (the gain is not applied)：应为 y = γ·x̂ + β",
+             "w²": "γ 乘了两次 (gain applied twice)：应为 y = γ·x̂ + β",
+             "+w": "γ 是加上去的，不是乘上去的：应为 y = γ·x̂ + β",
+             "other": "γ 的作用与 y = γ·x̂ + β 不一致（γ 应在归一化之后逐元素相乘）"}
+BIAS_TEXT = {"none": "没有加 β (the bias is not applied)：应为 y = γ·x̂ + β",
+             "×b": "β 是乘上去的，不是加上去的：应为 y = γ·x̂ + β",
+             "−b": "减了 β：应为 y = γ·x̂ + β",
+             "2b": "β 加了两次：应为 y = γ·x̂ + β",
+             "other": "β 的作用与 y = γ·x̂ + β 不一致（β 应在最后加上，在归一化之后）"}
+
+
+def affine_findings(found: dict[str, str]) -> dict[str, str]:
+    """id -> message for γ/β acting differently from torch's y = γ·x̂ + β."""
+    texts = {}
+    if found.get("gain", "w") != "w":
+        texts["one_plus_weight" if found["gain"] == "1+w" else "gain_use"] = GAIN_TEXT[found["gain"]]
+    if found.get("bias", "b") != "b":
+        texts["bias_use"] = BIAS_TEXT[found["bias"]]
     return texts
 
 

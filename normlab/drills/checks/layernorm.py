@@ -8,12 +8,12 @@ import math
 import torch
 
 from ..report import Finding, SubmissionError
-from .diagnosis import as_findings, property_findings
+from .diagnosis import affine_findings, as_findings, property_findings
 from .formulas import FIXED_EPS, Formula, Probe, deviation_findings, search
 from .messages import KEEPDIM, is_broadcast_error
 from .probes import (KIND_WORDS, PROD, Builder, _raised, close, fail, find_bias, find_gain, is_timeout, ok, output_of,
                      set_tensor, step, tensor_kind)
-from .properties import measure
+from .properties import affine, measure
 from .layernorm_production import _ln_default_eps, _ln_half
 from .references import _ln_reference
 
@@ -266,20 +266,27 @@ def _ln_properties(build, rms, kind, g, shape) -> list[Finding]:
     try:
         mod = build(D) if eps is None else build(D, eps=eps)
         gname, w = find_gain(mod, D)
-        if w is not None:
-            set_tensor(w, torch.ones(D))
-        if not rms:
-            bname, b = find_bias(mod, D, gname)
-            if b is not None:
-                set_tensor(b, torch.zeros(D))
+        bname, b = (None, None) if rms else find_bias(mod, D, gname)
         x = torch.randn(shape, generator=g) * 2 + torch.randn(shape[:-1] + (1,), generator=g) * 1.5
+
+        def run(gain, bias):
+            for t, v, default in ((w, gain, torch.ones(D)), (b, bias, torch.zeros(D))):
+                if t is not None:
+                    set_tensor(t, default if v is None else v)
+            return output_of(mod, x).detach().double()
+
+        found = {} if w is None else affine(run, torch.randn(D, generator=g).double() + 1,
+                                            None if b is None else torch.randn(D, generator=g).double())
+        # measure the normalisation with γ and β at the values that leave it alone in this submission
+        run(torch.zeros(D) if found.get("gain") in ("+w", "1+w") else None,
+            torch.ones(D) if found.get("bias") == "×b" else None)
         props = measure(lambda t: output_of(mod, t).detach().double(), x, (len(shape) - 1,), eps)
     except SubmissionError as err:
         if is_timeout(err):
             raise
         return []
     texts = property_findings(kind, props, (len(shape) - 1,), tuple(shape), eps)
-    return as_findings(texts)
+    return as_findings({**texts, **affine_findings(found)})
 
 
 def _ln_gradients(build, rms, eps, g, shape, out):

@@ -80,7 +80,7 @@ def measure(f: Callable[[Tensor], Tensor], x: Tensor, axes_expected: tuple[int, 
     (float32, groups with different means and spreads). ``eps`` is the ε the module was built with
     (None: it could not be passed in, so the ε analysis only looks for its absence)."""
     y0 = f(x)
-    if not torch.isfinite(y0).all():         # NaN/inf on an ordinary input: nothing to measure
+    if not torch.isfinite(y0).all() or float(y0.std()) == 0:     # NaN/inf or a constant: nothing to measure
         return Props(n=math.prod(x.shape[a] for a in axes_expected), axes=None)
     try:
         axes = groups(f, x, y0)
@@ -160,3 +160,23 @@ def _eps(f, x, ax, props: Props, yb: Tensor, base: float, eps: float | None) -> 
     elif abs(q - 1) < 0.3:
         props.eps_kind = "outside"
         props.eps_value = float((((1 + hs[1][1]).sqrt() - 1) * (vx * hs[1][0] ** 2).sqrt()).median())
+
+
+def affine(run: Callable[[Tensor | None, Tensor | None], Tensor], w: Tensor, b: Tensor | None) -> dict[str, str]:
+    """How γ and β act: ``run(gain, bias)`` sets them (None: γ = 1 / β = 0) and returns the output on a
+    fixed input. torch: y = x̂·γ + β (γ = 0 gives β; β shifts the output). Returns {"gain": ..., "bias": ...}
+    naming what the output shows."""
+    one = torch.ones_like(w)
+    y1, y0, yw = run(None, None), run(0 * one, None), run(w, None)
+    gains = {"w": (yw, y1 * w), "1+w": (yw, y0 * (1 + w)), "+w": (yw, y0 + w), "none": (yw, y1), "w²": (yw, y1 * w * w)}
+    found = {"gain": next((k for k, (a, c) in gains.items() if _near(a, c) and (k != "w" or _near(y0, 0 * y0))),
+                          "other")}
+    if b is not None:
+        yb, yb1 = run(None, b), run(None, one)
+        biases = {"b": y1 + b, "none": y1, "×b": yb1 * b, "−b": y1 - b, "2b": y1 + 2 * b}
+        found["bias"] = next((k for k, v in biases.items() if _near(yb, v)), "other")
+    return found
+
+
+def _near(a: Tensor, b: Tensor) -> bool:
+    return a.shape == b.shape and bool(torch.allclose(a, b, rtol=1e-4, atol=1e-5 * (float(b.abs().max()) + 1e-12)))
