@@ -28,7 +28,15 @@ Wings (import core; never each other sideways):
     drills/     the interview-drill checker (python -m normlab.drills KIND FILE.py); imports nothing else
 """
 
-from .env import report, seed, seed_all, setup
-
 __version__ = "0.1.0"
+_FROM_ENV = ("report", "seed", "seed_all", "setup")
+
+
+def __getattr__(name: str):
+    """normlab.setup, normlab.seed, ... come from normlab.env, imported on first use (PEP 562): so
+    ``import normlab.drills`` or ``python -m normlab.course`` does not pay for torch and matplotlib."""
+    if name in _FROM_ENV:
+        from . import env
+        return getattr(env, name)
+    raise AttributeError(f"module 'normlab' has no attribute {name!r}")
 __all__ = ["setup", "seed", "seed_all", "report", "__version__"]
