@@ -10,8 +10,8 @@ from torch import Tensor
 from ..report import Finding, SubmissionError
 from .batchnorm_modes import BN_SHAPES, BN_STEPS, LAYOUT, _bn_eval, _bn_fresh, _bn_options, _bn_production, _stats
 from .formulas import FIXED_EPS, Formula, Probe, deviation_findings, search
-from .probes import (PROD, Builder, _raised, close, fail, find_bias, find_gain, find_stats, is_timeout, ok, output_of,
-                     set_tensor, step)
+from .probes import (KIND_WORDS, PROD, Builder, _raised, close, fail, find_bias, find_gain, find_stats, is_timeout, ok,
+                     output_of, set_tensor, step, tensor_kind)
 from .diagnosis import affine_findings, as_findings, property_findings
 from .messages import KEEPDIM, is_broadcast_error
 from .properties import affine, measure
@@ -110,7 +110,9 @@ def _bn_construct(build, C, out):
     good = (w is not None and b is not None and w.requires_grad and b.requires_grad
             and torch.all(w == 1) and torch.all(b == 0))
     out.append(ok("params", f"γ (self.{gname}) 初值 1、β (self.{bname}) 初值 0，各 {C} 个元素") if good else
-               fail("params", "应有可学习的 γ（初值 1）和 β（初值 0），各 num_features 个元素：nn.Parameter self.weight / self.bias"))
+               fail("params", "".join(f"self.{n} 是 {KIND_WORDS[k]}，不是 nn.Parameter；" for n, t in ((gname, w), (bname, b))
+                                      if t is not None and (k := tensor_kind(m, n)) != "parameter") +
+                    "应有可学习的 γ（初值 1）和 β（初值 0），各 num_features 个元素：nn.Parameter self.weight / self.bias"))
     mn, mt, vn, vt = find_stats(m, C)
     odd = [f"self.{n} {tuple(t.shape)}" for n, t in ((gname, w), (bname, b), (mn, mt), (vn, vt))
            if t is not None and tuple(t.shape) != (C,)]

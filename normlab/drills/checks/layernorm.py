@@ -226,6 +226,13 @@ def _ln_layout(build, rms, kind, g, D, out) -> bool | None:
             errors[shape] = str(err)
             continue
         if shape == (2, 5, D):
+            try:                    # (N, D) too: torch's LayerNorm takes any leading dimensions
+                output_of(build(D, eps=1e-5 if not rms else 1e-6), torch.randn(10, D, generator=g))
+            except SubmissionError as err:
+                if is_timeout(err):
+                    raise
+                out.append(fail("layouts", f"(N, D) 形状的输入报错：{str(err)[:160]}。torch 的 {kind} 接受任意前置维度"
+                                "（(N, D)、(B, T, D) ……），在最后一维归一化", level=PROD))
             return False
         break
     text = next(iter(errors.values()))
