@@ -329,8 +329,8 @@ def _ln_gradients(build, rms, eps, g, shape, out):
     for name, t, ref, sym in ((gname, w, wr, "γ"), (bname, b, br, "β"))[:1 if rms else 2]:
         if t is None:
             continue
-        kind = tensor_kind(mod, name)
-        if kind != "parameter" or not t.requires_grad:
+        kind = tensor_kind(mod, name)      # a plain object's tensors (makemore style) are its parameters
+        if not t.requires_grad or (kind != "parameter" and isinstance(mod, torch.nn.Module)):
             ex = ex or (None, ref.grad, None)
             causes.append(f"self.{name} ({sym}) 是 {KIND_WORDS[kind] if kind != 'parameter' else 'requires_grad=False 的参数'}，"
                           "不是可学习的 nn.Parameter：它没有梯度，优化器也不会更新它；用 "
