@@ -14,6 +14,7 @@ Core — what a learner reads next; each file stands on its own:
     train       the one training loop (progress bar; update:data ratios, model updates, warm-up)
     probes      per-layer activation / gradient / update:data probes (hooks removed afterwards)
     viz, env    Chinese-capable plot style and small tables; setup() (seed from NORMLAB_SEED), environment report
+    console     console_safe(): a command line's report prints on any console (✓ -> [OK] on GBK); no torch
     record      expect(): a checked claim on a measured number, recorded by the seed x thread sweep
 Cost:
     bench       what a norm costs (micro-benchmarks: python -m normlab.bench)

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from . import norms
-from .env import console_safe
+from .console import console_safe
 from .viz import Table
 
 # Contenders by identifier (the keys of ``run``'s results); labels are for the table only.

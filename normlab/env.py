@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import codecs
 import os
 import platform
 import random
@@ -65,37 +64,6 @@ def setup(seed: int | None = None, quiet: bool = False) -> str | None:
     return use_style()
 
 
-
-# --- a console that cannot lose a report ---------------------------------------------------------
-
-# What a console whose encoding lacks a symbol shows instead (a Simplified-Chinese Windows console, or
-# output redirected there, is GBK / cp936: it has the Chinese of a report but not ✓, ✗, −, ², ∂ or ⚠).
-CONSOLE_FALLBACK = {"✓": "[OK]", "✗": "[X]", "⚠": "(!)", "−": "-", "²": "^2", "³": "^3", "∂": "d", "√": "sqrt",
-                    "‖": "||", "∑": "sum", "≤": "<=", "≥": ">=", "≈": "~", "→": "->", "×": "x", "…": "...",
-                    "—": "--", "–": "-", "ε": "eps", "·": "|"}
-CONSOLE_ERRORS = "normlab-fallback"   # the codecs error handler console_safe() puts on stdout/stderr
-
-
-def _console_fallback(err: UnicodeError) -> tuple[str, int]:
-    """codecs error handler: each character the stream cannot encode -> CONSOLE_FALLBACK's ASCII, else '?'."""
-    if not isinstance(err, UnicodeEncodeError):
-        raise err
-    return "".join(CONSOLE_FALLBACK.get(ch, "?") for ch in err.object[err.start:err.end]), err.end
-
-
-codecs.register_error(CONSOLE_ERRORS, _console_fallback)
-
-
-def console_safe(*streams) -> None:
-    """What every command-line entry point (python -m normlab.bench, the widgets' --write-grid, tools/*.py)
-    calls first: its stdout/stderr (or ``streams``) print anything, on any console. A character the
-    console's encoding lacks becomes readable ASCII (✓ -> [OK], ✗ -> [X]) or '?': never a
-    UnicodeEncodeError that loses the report. A stream already in UTF-8 is unchanged."""
-    for stream in streams or (sys.stdout, sys.stderr):
-        try:
-            stream.reconfigure(errors=CONSOLE_ERRORS)
-        except (AttributeError, ValueError):   # not a TextIOWrapper (a notebook's stream, a StringIO)
-            pass
 
 # --- the environment check (notebook 00) ---------------------------------------------------------
 

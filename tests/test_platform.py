@@ -14,7 +14,7 @@ own Python, before run.py sets it):
 * notebook 00 executed through a kernel (nbclient);
 * pytest with two xdist workers from such a folder, with PYTHONUTF8=1 as run.py sets it.
 
-And the console helper every other entry point calls (normlab.env.console_safe): the fallbacks, the
+And the console helper every other entry point calls (normlab.console.console_safe): the fallbacks, the
 entry points that call it, and the crash it prevents (print("✓") on a GBK stream without it).
 Where no GBK locale can be built (no localedef, no GBK charmap, not Linux) the GBK tests skip, saying why.
 """
@@ -59,7 +59,7 @@ def test_a_gbk_console_lacks_the_report_symbols_and_print_crashes_without_consol
 
 
 def test_console_safe_prints_readable_fallbacks_on_a_gbk_stream():
-    from normlab.env import CONSOLE_FALLBACK, console_safe
+    from normlab.console import CONSOLE_FALLBACK, console_safe
 
     stream, raw = gbk_stream()
     console_safe(stream)
@@ -76,6 +76,7 @@ def test_console_safe_prints_readable_fallbacks_on_a_gbk_stream():
 ENTRY_POINTS = {   # every command-line entry point outside the drills (which have console.say) -> its main
     "normlab/bench.py": "main", "normlab/widgets/gradflow.py": "main", "tools/sweep.py": "main",
     "tools/gpu_bench.py": "main", "tools/bench_gradflow.py": "main", "tools/bench_widgets.py": "main",
+    "tools/notebooks.py": "main", "tools/book.py": "main",
 }
 
 
@@ -86,6 +87,14 @@ def test_entry_points_call_console_safe_first(path):
     calls = [ast.unparse(n.func) for n in ast.walk(main) if isinstance(n, ast.Call)]
     assert calls and "console_safe" in calls[:2], f"{path}: {ENTRY_POINTS[path]}() should call console_safe() first"
 
+
+
+def test_console_safe_costs_no_torch_import():
+    """tools/notebooks.py calls it on every `run.py course` start: importing it must not pull in torch."""
+    out = subprocess.run([sys.executable, "-c", "import sys, normlab.console; print(sorted({'torch', 'numpy', "
+                          "'matplotlib'} & set(sys.modules)))"], capture_output=True, text=True, encoding="utf-8",
+                         timeout=60, cwd=ROOT)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
 
 # ------------------------------------------------------------------ the GBK learner
 
@@ -249,7 +258,7 @@ def test_exercises_companion_record_and_setup_in_a_gbk_session(learner):
         import torch.nn.functional as F
         import normlab
         from normlab import companion, exercises, record
-        from normlab.env import console_safe
+        from normlab.console import console_safe
 
         console_safe()
         normlab.setup()

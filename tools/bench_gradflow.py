@@ -122,7 +122,7 @@ def bench_browser(repeats: int, chromium: str) -> list[list]:
 
 
 def main() -> int:
-    from normlab.env import console_safe   # ✓/✗ and the like readable on any console (a GBK one too)
+    from normlab.console import console_safe   # ✓/✗ and the like readable on any console (a GBK one too)
 
     console_safe()
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])

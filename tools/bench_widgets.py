@@ -320,7 +320,7 @@ def load() -> str:
 
 
 def main(argv: list[str]) -> int:
-    from normlab.env import console_safe   # ✓/✗ and the like readable on any console (a GBK one too)
+    from normlab.console import console_safe   # ✓/✗ and the like readable on any console (a GBK one too)
 
     console_safe()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

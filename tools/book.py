@@ -115,6 +115,9 @@ def build_book() -> Path:
 
 
 def main(argv: list[str]) -> int:
+    from normlab.console import console_safe   # ✓/✗ and the like readable on any console (a GBK one too)
+
+    console_safe()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", choices=["book", "slides", "execute"])
     args = ap.parse_args(argv)

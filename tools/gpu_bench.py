@@ -67,7 +67,7 @@ def do_bench_table(shape, dtype) -> dict[str, dict[str, float]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from normlab.env import console_safe   # ✓/✗ and the like readable on any console (a GBK one too)
+    from normlab.console import console_safe   # ✓/✗ and the like readable on any console (a GBK one too)
 
     console_safe()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -92,6 +92,9 @@ def execute(names: list[str], timeout: int = 600) -> int:
 
 
 def main(argv: list[str]) -> int:
+    from normlab.console import console_safe   # ✓/✗ and the like readable on any console (a GBK one too)
+
+    console_safe()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     ex = sub.add_parser("export")

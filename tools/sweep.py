@@ -121,7 +121,7 @@ def parse_range(text: str) -> list[int]:
 
 
 def main(argv: list[str]) -> int:
-    from normlab.env import console_safe   # ✓/✗ and the like readable on any console (a GBK one too)
+    from normlab.console import console_safe   # ✓/✗ and the like readable on any console (a GBK one too)
 
     console_safe()
     if argv[:1] == ["_one"]:

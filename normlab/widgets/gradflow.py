@@ -31,7 +31,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, LogLocator, NullLocator
 
 from .. import blocks, probes
-from ..env import console_safe
+from ..console import console_safe
 from . import web_host
 from .figure import fixed_figure, png_bytes
 
