@@ -97,7 +97,8 @@ def nvidia_driver_present() -> bool:
 
 
 def pinned_torch() -> str | None:
-    """The torch version normlab's own requirements pin (from the installed package's metadata)."""
+    """The torch versions normlab's own requirements declare, the range the lessons were tested with
+    ("<2.15,>=2.4"; an exact "==2.13.0" once), from the installed package's metadata."""
     from importlib import metadata
 
     try:
@@ -105,10 +106,18 @@ def pinned_torch() -> str | None:
     except metadata.PackageNotFoundError:
         return None
     for r in reqs:
-        name, _, version = r.split(";")[0].replace(" ", "").partition("==")
-        if name.lower() == "torch" and version:
-            return version
+        req = r.split(";")[0].replace(" ", "")
+        if req.lower().startswith("torch") and req[5:6] in ("=", "<", ">", "!", "~"):
+            return req[5:]
     return None
+
+
+def torch_in(version: str, declared: str) -> bool:
+    """Whether torch `version` ("2.13.0+cpu") satisfies `declared` ("<2.15,>=2.4", or a bare "2.13.0")."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    return Version(version.split("+")[0]) in SpecifierSet(declared if declared[:1] in "=<>!~" else f"=={declared}")
 
 
 def unexpected(python: tuple[int, int], build: str, gpu: str | None, driver: bool, system: str,
@@ -117,8 +126,8 @@ def unexpected(python: tuple[int, int], build: str, gpu: str | None, driver: boo
     out = []
     if tuple(python) not in TESTED_PYTHONS:
         out.append(f"Python {python[0]}.{python[1]} 不在测试过的版本 (3.11–3.13) 里：多半能用，出问题请换 3.11–3.13。")
-    if pin and torch_version.split("+")[0] != pin:
-        out.append(f"torch {torch_version} 不是课程固定的 {pin}：数字可能和课本不同。用 python3 run.py course 重装。")
+    if pin and not torch_in(torch_version, pin):
+        out.append(f"torch {torch_version} 不在课程测试过的版本 (torch{pin}) 里：数字可能和课本不同。用 python3 run.py course 重装。")
     if build.startswith(("CUDA", "ROCm")) and gpu is None:
         out.append(f"装的是 {build} 版 torch，但没有可用的 GPU：白占了几 GB 磁盘，课程照样能跑。"
                    + ("换成小得多的 CPU 版：删掉 .venv/ 后运行 python3 run.py course --torch cpu。"
@@ -142,8 +151,8 @@ class EnvCheck:
 
     @property
     def torch_as_pinned(self) -> bool:
-        """The installed torch is the version normlab pins, whatever its build (+cpu, CUDA, MPS)."""
-        return self.pin is None or self.torch.split("+")[0] == self.pin
+        """The installed torch is one normlab declares (tested), whatever its build (+cpu, CUDA, MPS)."""
+        return self.pin is None or torch_in(self.torch, self.pin)
 
 
 def check() -> EnvCheck:
@@ -163,7 +172,7 @@ def report() -> Table:
     env = check()
     rows = [
         ("Python", platform.python_version()),
-        ("torch", env.torch + ("" if env.pin is None else f"（课程固定 pinned {env.pin}）")),
+        ("torch", env.torch + ("" if env.pin is None else f"（课程测试过 tested torch{env.pin}）")),
         ("torch 版本类型 build", env.build),
         ("可用的 GPU (usable GPU)", env.gpu or "无 (none)：整门课只需 CPU"),
         ("numpy", np.__version__),
