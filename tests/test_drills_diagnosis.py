@@ -205,6 +205,10 @@ def _bw(gx_of):
      "term_coefficient", "少乘了 γ"),
     (lambda g, xh, r, w: r * (g * w - (g * w).mean(-1, keepdim=True) + xh * (g * w * xh).mean(-1, keepdim=True)),
      "term_coefficient", "应为 -1"),
+    (lambda g, xh, r, w: (g * w - (g * w).mean(-1, keepdim=True) - xh * (g * w * xh).mean(-1, keepdim=True)) / r,
+     "rstd_power", "σ 而不是 1/σ"),
+    (lambda g, xh, r, w: g * w - (g * w).mean(-1, keepdim=True) - xh * (g * w * xh).sum(-1, keepdim=True),
+     "rstd_power", "少乘了 1/σ"),
 ])
 def test_backward_terms_are_named(gx_of, want, needle):
     report = drills.check("layernorm_backward", _bw(gx_of))

@@ -36,24 +36,45 @@ def _terms(p: dict, which_norm: str) -> dict[str, torch.Tensor]:
     return {"r": r, **terms}
 
 
-def fit_grad_x(probes: list[dict], which_norm: str) -> dict[str, str] | None:
-    """id -> message naming each term of grad_x whose coefficient or axis is wrong; None when the terms
-    do not explain the submission's grad_x (then nothing is claimed)."""
+R_POWER = {0: "少乘了 1/σ (rstd)：grad_x = (1/σ)·(ĝ − mean(ĝ) − x̂·mean(ĝ·x̂))",
+           -1: "乘的是 σ 而不是 1/σ（std 与 rstd 弄反了）",
+           2: "1/σ 乘了两次（x̂ 已经除过 σ，外面只再乘一次 1/σ）",
+           3: "乘了 1/σ³：只有方差项里出现 1/σ³ 的写法（对 σ² 求导）要把 (x − μ) 换回 x̂ = (x − μ)/σ"}
+
+
+def _fit(probes: list[dict], which_norm: str, power: int):
+    """Per-probe least-squares coefficients of σ^power · grad_x on the terms, or None when they do not fit."""
     s = 0 if which_norm == "batchnorm" else -1
     o = -1 if s == 0 else 0
-    coefs: list[dict[str, float]] = []
-    sizes: list[dict[str, int]] = []
+    coefs, sizes = [], []
     for p in probes:
         t = _terms(p, which_norm)
         r = t.pop("r")
         names = list(t)
         A = torch.stack([t[n].flatten() for n in names], 1)
-        b = (p["got"][0] / r).flatten()
+        b = (p["got"][0] / r ** power).flatten()
         sol = torch.linalg.lstsq(A, b[:, None], driver="gelsd").solution[:, 0]
         if float((A @ sol - b).norm()) > 1e-6 * (float(b.norm()) + 1e-30):
             return None
         coefs.append(dict(zip(names, sol.tolist())))
         sizes.append({"s": p["x"].shape[s], "o": p["x"].shape[o]})
+    return coefs, sizes
+
+
+def fit_grad_x(probes: list[dict], which_norm: str) -> dict[str, str] | None:
+    """id -> message naming each term of grad_x whose coefficient or axis is wrong (and a wrong power of
+    1/σ outside the bracket); None when the terms do not explain the submission's grad_x (then nothing
+    is claimed)."""
+    s = 0 if which_norm == "batchnorm" else -1
+    o = -1 if s == 0 else 0
+    for power in (1, 0, -1, 2, 3):
+        fitted = _fit(probes, which_norm, power)
+        if fitted:
+            break
+    else:
+        return None
+    coefs, sizes = fitted
+    extra = {} if power == 1 else {"rstd_power": R_POWER[power]}
     want = {"dout": 1.0, "mean_s": -1.0 if which_norm != "rmsnorm" else 0.0, "var_s": -1.0}
 
     def form(name: str) -> str | None:
@@ -95,4 +116,4 @@ def fit_grad_x(probes: list[dict], which_norm: str) -> dict[str, str] | None:
     if (kd, kg) != ("1", "0"):
         texts["term_coefficient"] = texts.get("term_coefficient", "") + (
             "第一项少乘了 γ：应为 ĝ = g·γ；" if (kd, kg) == ("0", "1") else f"第一项 ĝ 的系数是 {kd}，应为 1；")
-    return {k: v.rstrip("；") for k, v in texts.items()}
+    return {**extra, **{k: v.rstrip("；") for k, v in texts.items()}}
