@@ -344,11 +344,9 @@ def reset(dest: Path | str, name: str | None, everything: bool = False, say=prin
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    for stream in (sys.stdout, sys.stderr):      # a GBK console never crashes on a character
-        try:
-            stream.reconfigure(errors="replace")
-        except (AttributeError, ValueError):
-            pass
+    from .console import console_safe
+
+    console_safe()   # a GBK console never crashes on a character (✓ -> [OK]); imports no torch
     ap = argparse.ArgumentParser(prog="normlab-course", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
