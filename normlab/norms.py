@@ -19,6 +19,7 @@ the input dtype at the end, as PyTorch's CPU kernels do.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -270,7 +271,11 @@ class InstanceNorm(_NormBase):
             raise ValueError(f"InstanceNorm 期望输入形状 (N, C, L) 或 (N, C, H, W)，C = num_features = "
                              f"{self.num_features}，实际输入形状 {tuple(x.shape)}。(InstanceNorm expected a batched input.)")
         dims = tuple(range(2, x.dim()))
-        m = x[0, 0].numel()                                          # elements per (sample, channel)
+        m = math.prod(x.shape[2:])                                   # elements per (sample, channel)
+        if x.shape[0] == 0 and self.training and self.running_mean is not None:
+            raise ValueError("InstanceNorm 训练模式下不能用空 batch (N = 0) 更新滑动统计量 (running statistics)。"
+                             f"输入形状 {tuple(x.shape)}。(an empty batch cannot update the running statistics; "
+                             "torch raises an IndexError here)")
         shape = [1, -1] + [1] * (x.dim() - 2)
         xc = x.to(_compute_dtype(x))
         if self.training or self.running_mean is None:

@@ -393,3 +393,20 @@ def test_eps_placement_shows_on_tiny_inputs(kind):
     ours, ref, shape = make_pair(kind)
     x = torch.randn(shape) * 1e-3
     torch.testing.assert_close(ours(x), ref(x), atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("shape", [(0, 3, 5), (0, 3, 4, 4)])
+@pytest.mark.parametrize("affine", [False, True])
+def test_instancenorm_empty_batch_returns_what_torch_returns(shape, affine):
+    """N = 0 without running statistics: torch returns an empty tensor of the same shape (ours raised a
+    raw IndexError). With running statistics torch itself raises an IndexError (select() on the empty batch);
+    ours says why in Chinese with the English term in training, and normalises the empty batch in eval."""
+    ref_cls = nn.InstanceNorm1d if len(shape) == 3 else nn.InstanceNorm2d
+    x = torch.randn(shape)
+    ours, ref = norms.InstanceNorm(3, affine=affine), ref_cls(3, affine=affine)
+    assert ours(x).shape == ref(x).shape == x.shape
+    tracked = norms.InstanceNorm(3, affine=affine, track_running_stats=True)
+    with pytest.raises(ValueError, match="空 batch"):
+        tracked(x)
+    tracked.eval()                       # the running statistics normalise an empty batch to an empty batch
+    assert tracked(x).shape == x.shape
