@@ -403,8 +403,10 @@ def test_instancenorm_empty_batch_returns_what_torch_returns(shape, affine):
     ours says why in Chinese with the English term in training, and normalises the empty batch in eval."""
     ref_cls = nn.InstanceNorm1d if len(shape) == 3 else nn.InstanceNorm2d
     x = torch.randn(shape)
-    ours, ref = norms.InstanceNorm(3, affine=affine), ref_cls(3, affine=affine)
-    assert ours(x).shape == ref(x).shape == x.shape
+    ours = norms.InstanceNorm(3, affine=affine)
+    assert ours(x).shape == x.shape
+    if not affine:                       # torch's affine InstanceNorm raises an IndexError on N = 0 itself
+        assert ref_cls(3)(x).shape == x.shape
     tracked = norms.InstanceNorm(3, affine=affine, track_running_stats=True)
     with pytest.raises(ValueError, match="空 batch"):
         tracked(x)
