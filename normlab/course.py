@@ -182,7 +182,9 @@ def with_banner(nb, stem: str):
 def read_source(src: Path):
     import jupytext
 
-    nb = without_teacher_notes(jupytext.read(src))
+    from .predictions import with_prediction_cells   # a choice widget after each 先想一想 (issue 28)
+
+    nb = with_prediction_cells(without_teacher_notes(jupytext.read(src)), src.stem)
     nb.metadata.setdefault("kernelspec", {"name": "python3", "display_name": "Python 3", "language": "python"})
     return nb
 
@@ -265,8 +267,16 @@ def migrate_old_layout(dest: Path, say=print) -> list[str]:
 
 
 def _make_writable(func, path, _exc) -> None:
+    """rmtree's error hook: a read-only file (Windows refuses to delete one) is made writable, then removed."""
     os.chmod(path, stat.S_IWRITE | stat.S_IREAD)
     func(path)
+
+
+def _remove_tree(folder: Path) -> None:
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(folder, onexc=_make_writable)
+    else:
+        shutil.rmtree(folder, onerror=_make_writable)
 
 
 def write_source_copy(dest: Path) -> Path:
@@ -275,7 +285,7 @@ def write_source_copy(dest: Path) -> Path:
     Rewritten by every init (it is no learner's work)."""
     out = dest / SOURCE_COPY
     if out.exists():
-        shutil.rmtree(out, onerror=_make_writable)
+        _remove_tree(out)
     files = [p for p in sorted(PACKAGE_DIR.rglob("*")) if p.suffix in SOURCE_SUFFIXES
              and "_course" not in p.relative_to(PACKAGE_DIR).parts and "__pycache__" not in p.parts]
     for p in files:

@@ -111,19 +111,25 @@ def edited(path: Path, text: str) -> None:
 
 
 def answer_lines(source: Path) -> tuple[set[str], set[str]]:
-    """A lesson source's lines read from its text (not through normlab.course): (inside reference
-    answers, between "### BEGIN SOLUTION" and "### END SOLUTION" and long enough to be telling, not
-    `return y`; everywhere else)."""
-    inside_lines, outside, inside = set(), set(), False
-    for line in source.read_text(encoding="utf-8").splitlines():
-        if line.strip() == "### BEGIN SOLUTION":
-            inside = True
-        elif line.strip() == "### END SOLUTION":
-            inside = False
-        elif inside and len(line.strip()) >= 24 and not line.strip().startswith("#"):
-            inside_lines.add(line.strip())
-        elif not inside:
-            outside.add(line.strip())
+    """A lesson source's lines read from its MyST text (not through normlab.course): (those of its
+    answers, long enough to be telling, not `return y`; all the others). Answers: code between
+    "### BEGIN SOLUTION" and "### END SOLUTION", text between "<!-- BEGIN SOLUTION -->" and
+    "<!-- END SOLUTION -->", and every cell tagged solution (`:tags: [solution]`, `+++ {"tags": ["solution"]}`)."""
+    inside_lines, outside = set(), set()
+    block = tagged = False
+    lines = source.read_text(encoding="utf-8").splitlines()
+    for i, line in enumerate(lines):
+        s = line.strip()
+        if s.startswith("```{code-cell}") or s.startswith("+++"):      # a new cell starts
+            tagged = '"solution"' in s or (i + 1 < len(lines) and lines[i + 1].strip() == ":tags: [solution]")
+        if s in ("### BEGIN SOLUTION", "<!-- BEGIN SOLUTION -->"):
+            block = True
+        elif s in ("### END SOLUTION", "<!-- END SOLUTION -->"):
+            block = False
+        elif (block or tagged) and len(s) >= 24 and not s.startswith("#"):
+            inside_lines.add(s)
+        elif not (block or tagged):
+            outside.add(s)
     return inside_lines, outside
 
 
@@ -132,12 +138,16 @@ def code_of(nb: dict) -> str:
                      for c in nb["cells"] if c["cell_type"] == "code")
 
 
+def text_of(nb: dict) -> str:
+    return "\n".join("".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in nb["cells"])
+
+
 def answers_shown(notebooks: dict[str, dict]) -> dict[str, list[str]]:
-    """notebook name -> the reference answer lines (of any lesson) its code cells contain."""
+    """notebook name -> the answer lines (of any lesson) its cells contain."""
     split = [answer_lines(src) for src in (ROOT / "notebooks").glob("[0-9][0-9]_*.md")]
     answers = set().union(*(a for a, _ in split)) - set().union(*(o for _, o in split))   # only in answers
     assert len(answers) >= 20, "the sources should hold reference answers"
-    found = {name: sorted(a for a in answers if a in code_of(nb)) for name, nb in notebooks.items()}
+    found = {name: sorted(a for a in answers if a in text_of(nb)) for name, nb in notebooks.items()}
     return {name: lines for name, lines in found.items() if lines}
 
 
