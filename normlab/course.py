@@ -335,8 +335,8 @@ def reset(dest: Path | str, name: str | None, everything: bool = False, say=prin
     chosen = stems if everything else ([s for s in stems if s == wanted] or
                                        [s for s in stems if wanted and s.startswith(wanted)])
     if not chosen or (not everything and len(chosen) > 1):
-        raise CourseError(f"--reset 需要一个课名，例如 --reset 03（可选：{', '.join(stems)}）；--reset-all 恢复全部。"
-                          f"收到 {name!r}。(--reset needs one lesson name)")
+        raise CourseError(f"恢复 (reset) 需要一个课名，例如 --reset 03 / reset 03（可选：{', '.join(stems)}）；"
+                          f"全部恢复用 --reset-all / reset --all。收到 {name!r}。(reset needs one lesson name)")
     stamp, replaced = time.strftime("%Y%m%d-%H%M%S"), []
     for rel, nb in files.items():
         if Path(rel).stem not in chosen:
@@ -357,17 +357,22 @@ def main(argv: list[str] | None = None) -> int:
     from .console import console_safe
 
     console_safe()   # a GBK console never crashes on a character (✓ -> [OK]); imports no torch
-    ap = argparse.ArgumentParser(prog="normlab-course", description=__doc__,
+    ap = argparse.ArgumentParser(prog="normlab-course", description=__doc__.split("\n\nEvery exported")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub = ap.add_subparsers(dest="cmd")
     i = sub.add_parser("init", help="写出学习者的工作区 (write a learner's workspace)")
-    i.add_argument("dir", nargs="?", default=DEFAULT_DIR)
+    i.add_argument("dir", nargs="?", default=DEFAULT_DIR, help=f"工作区文件夹 (workspace folder)，默认 {DEFAULT_DIR}")
     i.add_argument("--solutions", action="store_true", help="也写出答案版 solutions/ (for teachers)")
     r = sub.add_parser("reset", help="把一课恢复原样，旧副本先备份 (restore a lesson; backs up first)")
-    r.add_argument("name", nargs="?")
-    r.add_argument("dir", nargs="?", default=DEFAULT_DIR)
+    r.add_argument("name", nargs="?", help="课名 (lesson)，例如 03 或 03_layernorm")
+    r.add_argument("dir", nargs="?", default=DEFAULT_DIR, help=f"工作区文件夹 (workspace folder)，默认 {DEFAULT_DIR}")
     r.add_argument("--all", action="store_true")
     args = ap.parse_args(argv)
+    if args.cmd is None:
+        ap.print_help()
+        print("\n[normlab] 需要一个命令：init 或 reset，例如 normlab-course init ~/normlab-course。"
+              "(a command is needed: init or reset)", file=sys.stderr)
+        return 2
     try:
         if args.cmd == "init":
             written = init(args.dir, args.solutions)

@@ -179,3 +179,13 @@ def test_the_setup_cell_says_what_to_do_when_it_finds_nothing_to_install(tmp_pat
     assert proc.returncode != 0 and "RUN" not in proc.stdout
     assert "NORMLAB_INSTALL" in proc.stderr and "normlab is not installed" in proc.stderr
     assert "Traceback" not in proc.stderr                               # SystemExit: the message alone
+
+
+@pytest.mark.parametrize("args, says", [([], "需要一个命令"), (["reset", "99_nothing", "{ws}"], "需要一个课名"),
+                                        (["reset", "{ws}"], "需要一个课名")])
+def test_the_command_explains_bad_input_in_one_line(args, says, tmp_path):
+    args = [a.format(ws=tmp_path / "ws") for a in args]
+    proc = subprocess.run([sys.executable, "-m", "normlab.course", *args], capture_output=True, text=True,
+                          encoding="utf-8", cwd=tmp_path)
+    assert proc.returncode == 2 and says in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "ws").exists() or not list((tmp_path / "ws").iterdir())
