@@ -182,9 +182,7 @@ def with_banner(nb, stem: str):
 def read_source(src: Path):
     import jupytext
 
-    from .predictions import with_prediction_cells   # a choice widget after each 先想一想 (issue 28)
-
-    nb = with_prediction_cells(without_teacher_notes(jupytext.read(src)), src.stem)
+    nb = without_teacher_notes(jupytext.read(src))
     nb.metadata.setdefault("kernelspec", {"name": "python3", "display_name": "Python 3", "language": "python"})
     return nb
 
