@@ -1,0 +1,146 @@
+// The 先想一想 widgets' front-end (normlab/widgets/predict.py): spec.kind "ask" (one prompt's options,
+// the learner's pick recorded) or "summary" (right / wrong per prompt of the lesson). web/common.js
+// comes first (nlHtml, nlKeepKeys).
+//
+// live (JupyterLab, a kernel): a pick is model.set("controls", {choice}) + save_changes; Python writes
+//   it to ~/.normlab/predictions.json and answers with data {choice, saved}. The summary's data is
+//   {guesses: {"lesson.id": key}} read from that file; its controls {refresh: n} ask for a new reading.
+// grid (the book, the slides: no kernel): the page keeps {version, guesses: {"lesson.id": {choice,
+//   time}}} in localStorage[spec.storage_key] (the same shape as the file) and never calls the model.
+// Either way a pick fires window event "normlab-prediction", and every summary on the page reads again.
+// Drawing writes nothing: no model.set before a click (JupyterLab would mark the notebook changed).
+
+const NL_PRED_EVENT = "normlab-prediction";
+
+function readBrowser(key) {
+  try {
+    const d = JSON.parse(window.localStorage.getItem(key) || "{}");
+    return d && typeof d.guesses === "object" && d.guesses ? d.guesses : {};
+  } catch (err) { return {}; }          // no localStorage (a sandboxed frame) or a broken value
+}
+
+function writeBrowser(key, id, choice) {
+  const guesses = readBrowser(key);
+  guesses[id] = { choice, time: new Date().toISOString().slice(0, 19).replace("T", " ") };
+  try { window.localStorage.setItem(key, JSON.stringify({ version: 1, guesses })); return true; }
+  catch (err) { return false; }
+}
+
+function hideHostBadge(el) {             // the static host's "precomputed grid" badge means nothing here
+  const host = el.closest ? el.closest(".normlab-web") : null;
+  const badge = host ? host.querySelector(":scope > .normlab-web-badge") : null;
+  if (badge) badge.style.display = "none";
+}
+
+function renderAsk(model, el, root, spec, live) {
+  nlHtml("div", { class: "nl-pr-title", text: spec.title }, root);
+  if (spec.ask) nlHtml("div", { class: "nl-pr-ask", text: spec.ask }, root);
+  const group = nlHtml("div", { class: "nl-pr-options", role: "radiogroup", "aria-label": spec.title }, root);
+  const status = nlHtml("div", { class: "nl-pr-status", "aria-live": "polite" }, root);
+  const buttons = new Map();
+  for (const o of spec.options || []) {
+    const b = nlHtml("button", { type: "button", class: "nl-pr-option", role: "radio", "aria-checked": "false",
+                                 "data-key": o.key }, group);
+    nlHtml("span", { class: "nl-pr-key", text: `(${o.key})` }, b);
+    nlHtml("span", { class: "nl-pr-text", text: o.text }, b);
+    b.addEventListener("click", () => pick(o.key));
+    buttons.set(o.key, b);
+  }
+  const where = live ? spec.where_live : spec.where_grid;
+  function show(choice, saved) {
+    for (const [k, b] of buttons) {
+      b.setAttribute("aria-checked", String(k === choice));
+      b.classList.toggle("nl-pr-chosen", k === choice);
+    }
+    root.dataset.choice = choice || "";
+    root.dataset.saved = saved ? "1" : "0";
+    status.textContent = !choice ? "先选一个，再运行下面的代码、打开答案。(pick one before you run the code below and open the answer)"
+      : saved ? `已记录 (saved)：(${choice})，保存在 ${where}。课末的小结会对照答案。`
+      : `(${choice}) 正在保存… (saving)`;
+  }
+  function announce(choice) { window.dispatchEvent(new CustomEvent(NL_PRED_EVENT, { detail: { key: spec.key, choice } })); }
+  function pick(choice) {
+    if (live) {
+      show(choice, false);
+      model.set("controls", { choice });
+      model.save_changes();
+    } else {
+      const ok = writeBrowser(spec.storage_key, spec.key, choice);
+      show(choice, ok);
+      if (!ok) status.textContent = `(${choice})：这个页面不能保存 (this page cannot store it: no localStorage)`;
+      announce(choice);
+    }
+  }
+  if (live) {
+    const d = model.get("data") || {};
+    show(d.choice || "", Boolean(d.saved));
+    const onData = () => { const d2 = model.get("data") || {}; show(d2.choice || "", Boolean(d2.saved)); if (d2.saved) announce(d2.choice); };
+    const onError = () => { const m = model.get("error") || ""; if (m) status.textContent = m; };
+    model.on("change:data", onData);
+    model.on("change:error", onError);
+    return () => { model.off("change:data", onData); model.off("change:error", onError); root.remove(); };
+  }
+  const stored = readBrowser(spec.storage_key)[spec.key];
+  show(stored && stored.choice ? stored.choice : "", Boolean(stored && stored.choice));
+  return () => root.remove();
+}
+
+function renderSummary(model, el, root, spec, live) {
+  nlHtml("div", { class: "nl-pr-title", text: spec.title }, root);
+  const total = nlHtml("div", { class: "nl-pr-total", "aria-live": "polite" }, root);
+  const table = nlHtml("table", { class: "nl-pr-table" }, root);
+  const head = nlHtml("tr", {}, nlHtml("thead", {}, table));
+  for (const h of ["#", "题 (prompt)", "你的预测 (guess)", "答案 (answer)", "结果 (result)"]) nlHtml("th", { text: h }, head);
+  const body = nlHtml("tbody", {}, table);
+  const foot = nlHtml("div", { class: "nl-pr-foot" }, root);
+  const again = nlHtml("button", { type: "button", class: "nl-pr-refresh", text: "重新读取 (refresh)" }, foot);
+  nlHtml("span", { class: "nl-pr-where", text: `预测保存在 ${live ? spec.where_live : spec.where_grid}` }, foot);
+  const optionText = (p, k) => { const o = (p.options || []).find((q) => q.key === k); return o ? `(${k}) ${o.text}` : "—"; };
+  function draw(guesses) {
+    body.textContent = "";
+    let right = 0, done = 0;
+    (spec.prompts || []).forEach((p, i) => {
+      const g = guesses[p.key] || "";
+      const ok = g ? g === p.answer : null;
+      if (g) { done += 1; if (ok) right += 1; }
+      const tr = nlHtml("tr", { "data-key": p.key, "data-result": ok === null ? "none" : ok ? "right" : "wrong" }, body);
+      nlHtml("td", { text: String(i + 1) }, tr);
+      nlHtml("td", { text: p.id }, tr);
+      nlHtml("td", { text: g ? optionText(p, g) : "— 没有预测 (no guess)" }, tr);
+      nlHtml("td", { text: optionText(p, p.answer) }, tr);
+      nlHtml("td", { class: "nl-pr-result", text: ok === null ? "—" : ok ? "✓ 对 (right)" : "✗ 错 (wrong)" }, tr);
+    });
+    const n = (spec.prompts || []).length;
+    total.textContent = `${n} 题里预测了 ${done} 题，对了 ${right} 题 (guessed ${done} of ${n}, ${right} right)`;
+    root.dataset.right = String(right); root.dataset.done = String(done);
+  }
+  const fromLive = () => draw((model.get("data") || {}).guesses || {});
+  const fromBrowser = () => {
+    const all = readBrowser(spec.storage_key), g = {};
+    for (const [k, v] of Object.entries(all)) if (v && v.choice) g[k] = v.choice;
+    draw(g);
+  };
+  const ask = () => {
+    if (!live) { fromBrowser(); return; }
+    const c = model.get("controls") || {};
+    model.set("controls", { refresh: (Number(c.refresh) || 0) + 1 });
+    model.save_changes();
+  };
+  again.addEventListener("click", ask);
+  const onPick = (ev) => { if (ev.detail && String(ev.detail.key).startsWith(`${spec.lesson}.`)) ask(); };
+  window.addEventListener(NL_PRED_EVENT, onPick);
+  if (live) { model.on("change:data", fromLive); fromLive(); } else fromBrowser();
+  return () => { window.removeEventListener(NL_PRED_EVENT, onPick); if (live) model.off("change:data", fromLive); root.remove(); };
+}
+
+function render({ model, el }) {
+  const spec = model.get("spec") || {};
+  const live = model.get("source") !== "grid";
+  const root = nlHtml("div", { class: `nl-predict nl-pr-${spec.kind === "summary" ? "summary" : "ask"}`,
+                               "data-source": live ? "live" : "grid" }, el);
+  nlKeepKeys(root);
+  if (!live) hideHostBadge(el);
+  return spec.kind === "summary" ? renderSummary(model, el, root, spec, live) : renderAsk(model, el, root, spec, live);
+}
+
+export default { render };

@@ -1,0 +1,203 @@
+"""The 先想一想 choices (issue 28 item 2): normlab/widgets/data/predictions.toml against the lessons.
+
+* every **先想一想** prompt of 01-09 has exactly one entry and every entry ties to exactly one prompt;
+* the right option is the one the lesson's own answer (the <details> after the prompt) gives: the
+  answer's bold opening is quoted in the entry (``evidence``), a lettered answer "**(B)**" is the
+  entry's answer key, a prompt's own (A)/(B)/(C) options are the entry's options in order, and the
+  right option's words appear in the lesson's answer (read from the sources, not from the data);
+* the exported notebooks (normlab.course.export: solution and learner copies) have a choice cell right
+  after each prompt's cell and the summary as the last cell, and those cells run: a pick is saved to
+  the file (and only a pick: drawing a widget writes nothing), the summary scores it against the data.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from normlab import course
+from normlab import predictions as P
+
+ROOT = Path(__file__).resolve().parent.parent
+LESSONS = [p for p in sorted((ROOT / "notebooks").glob("0[1-9]_*.md"))]
+
+
+def lesson_prompts() -> list[tuple[str, str, str]]:
+    """(lesson, prompt text, the source text after the prompt) for every prompt of 01-09, read from
+    the sources with a regular expression of its own (not normlab.predictions.prompt_texts)."""
+    out = []
+    for src in LESSONS:
+        text = src.read_text(encoding="utf-8")
+        for m in re.finditer(r"^\*\*先想一想\*\*(.*)$", text, re.M):
+            prompt = re.sub(r"^（[^）]*）", "", m.group(1).strip()).lstrip("：").strip()
+            out.append((src.name[:2], prompt, text[m.end():]))
+    return out
+
+
+def answer_after(rest: str) -> str:
+    """The first <details> answer after a prompt, without its summary line."""
+    m = re.search(r"<details><summary>[^<]*</summary>(.*?)</details>", rest, re.S)
+    assert m, "no <details> answer after the prompt"
+    return m.group(1).strip()
+
+
+def norm(s: str) -> str:
+    return re.sub(r"[\s*`，、；：。（）()]", "", s)
+
+
+PROMPTS = lesson_prompts()
+
+
+def test_every_prompt_has_one_entry_and_every_entry_one_prompt():
+    assert len(PROMPTS) >= 30
+    entries = P.entries()
+    for lesson, prompt, _ in PROMPTS:
+        found = [e["id"] for e in entries if e["lesson"] == lesson and prompt.startswith(e["starts"])]
+        assert len(found) == 1, f"{lesson}: prompt {prompt[:30]!r} has entries {found}"
+    for e in entries:
+        found = [p for lesson, p, _ in PROMPTS if lesson == e["lesson"] and p.startswith(e["starts"])]
+        assert len(found) == 1, f"{e['lesson']}.{e['id']}: ties to {len(found)} prompts"
+    ids = [f"{e['lesson']}.{e['id']}" for e in entries]
+    assert len(ids) == len(set(ids))
+    assert all(2 <= len(e["options"]) <= 5 and all(len(o) <= 40 for o in e["options"]) for e in entries)
+
+
+@pytest.mark.parametrize("lesson,prompt,rest", PROMPTS, ids=[f"{lz}-{i}" for i, (lz, _, _) in enumerate(PROMPTS)])
+def test_right_option_is_the_lessons_answer(lesson, prompt, rest):
+    (e,) = [e for e in P.entries(lesson) if prompt.startswith(e["starts"])]
+    answer = answer_after(rest)
+    assert answer[:120].startswith(e["evidence"]) or e["evidence"] in answer[:120], (e["id"], answer[:120])
+    lettered = re.match(r"\*\*\(([A-H])\)\*\*", answer)
+    pieces = re.split(r"\(([A-H])\)", prompt)          # text, "A", its option, "B", ...
+    own = [(k, re.split(r"[；？?]", v)[0].strip().rstrip("。")) for k, v in zip(pieces[1::2], pieces[2::2])]
+    if lettered:
+        assert e["answer"] == lettered.group(1), (e["id"], lettered.group(1))
+        assert [k for k, _ in own] == e["keys"], (e["id"], own)
+    if lettered and own:
+        for (key, text), option in zip(own, e["options"]):
+            assert norm(option) == norm(text), (e["id"], key, option, text)
+    else:
+        right = e["options"][e["keys"].index(e["answer"])]
+        if e["id"] in WORDED_DIFFERENTLY:           # checked by hand: the answer's own words, quoted
+            for quote in WORDED_DIFFERENTLY[e["id"]]:
+                assert quote in answer, (e["id"], quote, answer[:200])
+        else:
+            assert norm(right) in norm(answer), (e["id"], right, answer[:120])
+    for key, lo, hi in RECORDED.get(e["id"], ()):           # "几倍" / "几十倍" against the recorded range
+        (m,) = re.findall(rf"<!--rec {re.escape(key)} ([-\d.e]+)\.\.([-\d.e]+)-->", answer)
+        assert lo <= float(m[0]) <= float(m[1]) < hi, (e["id"], key, m, lo, hi)
+
+
+# Right options whose words the lesson's answer does not repeat verbatim: the answer's words that
+# make the option right (each must still be in the answer).
+WORDED_DIFFERENTLY = {
+    "var-default": ["**除以 E − 1**", r"$\sqrt{(E-1)/E} = \sqrt{7/8} \approx 0.935$ 倍"],
+    "padding": ["**BN 会变，LN 一位不差**"],
+    "top-ffn-grad": ["**Post-LN 大**，是 Pre-LN 的"],
+    "qk-logit": ["**不加时是原来的", "三种 QK-norm 都把最大 logit 压在十几到二十几"],
+    "ln-grad-identity": ["**LayerNorm：(C)；RMSNorm：只有 (B)。**"],
+    "add-ln-bytes": ['**第二问：一定更慢，但"2.5 倍"只是量级**', "都大于 1.5"],
+}
+# Options that name an order of magnitude: the lesson's recorded range (its <!--rec--> marker) must
+# lie in it, so a re-sweep that moved the number out of "几倍" fails here.
+RECORDED = {
+    "pre-ln-stream": [("stream.pre_24_over_1", 2, 3.0001)],
+    "top-ffn-grad": [("xiong.post_over_pre_l6", 2, 10)],
+    "skip-layer": [("width.skip_pre_l3_6_max", 1, 10), ("width.skip_post_median", 10, 100)],
+    "qk-logit": [("qk.none_big_over_small_lr", 10, 100)],
+}
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    out = tmp_path_factory.mktemp("nb")
+    course.export(out, srcs=LESSONS)
+    return out
+
+
+def test_export_puts_a_choice_after_each_prompt_and_a_summary_last(exported):
+    import nbformat
+
+    files = sorted(exported.glob("*.ipynb"))
+    assert len(files) >= len(LESSONS)
+    total = 0
+    for f in files:
+        lesson = f.name[:2]
+        cells = nbformat.read(f, as_version=4).cells
+        prompts = [i for i, c in enumerate(cells) if c.cell_type == "markdown" and "**先想一想**" in c.source]
+        assert prompts, f.name
+        for i in prompts:
+            ids = [e["id"] for e in P.entries(lesson)
+                   if any(t.startswith(e["starts"]) for t in P.prompt_texts(cells[i].source))]
+            nxt = cells[i + 1]
+            assert nxt.cell_type == "code" and P.PREDICT_TAG in nxt.metadata.get("tags", []), (f.name, i)
+            assert nxt.source == P.ask_source(lesson, ids[0]), (f.name, nxt.source)
+        asks = [c for c in cells if P.PREDICT_TAG in c.metadata.get("tags", [])]
+        assert len(asks) == len(P.entries(lesson)), f.name
+        assert cells[-1].source == P.summary_source(lesson) and P.SUMMARY_TAG in cells[-1].metadata["tags"]
+        total += len(asks)
+    assert total >= 2 * 30 - 4          # solution + learner copies of the lessons with answers
+    # run again over an exported notebook: the old cells are replaced, not doubled
+    nb = nbformat.read(files[0], as_version=4)
+    n = len(nb.cells)
+    assert len(P.with_prediction_cells(nb, files[0].stem).cells) == n
+
+
+def test_cells_run_a_pick_is_saved_and_scored(exported, tmp_path, monkeypatch):
+    """The inserted cells' code, run as the kernel runs it: drawing writes nothing; a pick (the
+    front-end's controls change) writes the file; the summary scores it with the data's answers."""
+    store = tmp_path / "家 目录" / "predictions.json"
+    monkeypatch.setenv("NORMLAB_PREDICTIONS", str(store))
+    import nbformat
+
+    cells = nbformat.read(exported / "01_residuals.ipynb", as_version=4).cells
+    ns: dict = {}
+    widgets = []
+    for c in cells:
+        if P.PREDICT_TAG in c.metadata.get("tags", []) or P.SUMMARY_TAG in c.metadata.get("tags", []):
+            *body, last = c.source.split("\n")
+            exec("\n".join(body), ns)
+            widgets.append(eval(last, ns))
+    *asks, summary = widgets
+    assert len(asks) == 4 and not store.exists(), "drawing a widget must write nothing"
+    bundle, _ = asks[0]._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle and not store.exists()
+    asks[0].set_controls(choice="B")                       # right (lesson 01's answer: (B))
+    asks[1].set_controls(choice="A")                       # wrong (the answer is (C))
+    saved = json.loads(store.read_text(encoding="utf-8"))["guesses"]
+    assert {k: v["choice"] for k, v in saved.items()} == {"01.depth-std": "B", "01.typical-gain": "A"}
+    assert asks[0].data == {"choice": "B", "saved": True}
+    summary.set_controls(refresh=1)
+    assert summary.data["guesses"] == {"01.depth-std": "B", "01.typical-gain": "A"}
+    rows = {r["id"]: r["right"] for r in summary.rows()}
+    assert rows == {"depth-std": True, "typical-gain": False, "lesion": None, "rezero-std": None}
+    assert "2 题有预测 (guessed)，1 题对 (right)" in summary.caption()
+    # a bad option is refused with the Chinese message, the saved guess stays
+    asks[0].set_controls(choice="Z")
+    assert "选项 (option)" in asks[0].error and P.load_guesses()["01.depth-std"]["choice"] == "B"
+    with pytest.raises(P.PredictionError, match="没有这个预测题"):
+        exec('predict.ask("01", "nope")', ns)
+
+
+def test_static_fragment_writes_nothing_and_knows_every_option(monkeypatch, tmp_path):
+    monkeypatch.setenv("NORMLAB_PREDICTIONS", str(tmp_path / "p.json"))
+    monkeypatch.setenv("NORMLAB_STATIC", "1")
+    from normlab.widgets import predict
+
+    w = predict.ask("03", "padding")
+    bundle, _ = w._repr_mimebundle_()
+    assert 'data-widget="predict"' in bundle["text/html"] and not (tmp_path / "p.json").exists()
+    assert sorted(w.static_grid()) == ["", "A", "B", "C", "D"]
+    assert "(B) BN 会变，LN 不变" in bundle["text/plain"]
+
+
+def test_unreadable_store_is_no_guesses(tmp_path, monkeypatch):
+    bad = tmp_path / "predictions.json"
+    bad.write_text("{not json", encoding="utf-8")
+    monkeypatch.setenv("NORMLAB_PREDICTIONS", str(bad))
+    assert P.load_guesses() == {}
+    P.save_guess("02", "noisy-bn", "B")
+    assert P.load_guesses()["02.noisy-bn"]["choice"] == "B"
