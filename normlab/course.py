@@ -182,7 +182,9 @@ def with_banner(nb, stem: str):
 def read_source(src: Path):
     import jupytext
 
-    nb = without_teacher_notes(jupytext.read(src))
+    from .predictions import with_prediction_cells   # a choice widget after each 先想一想 (issue 28)
+
+    nb = with_prediction_cells(without_teacher_notes(jupytext.read(src)), src.stem)
     nb.metadata.setdefault("kernelspec", {"name": "python3", "display_name": "Python 3", "language": "python"})
     return nb
 
