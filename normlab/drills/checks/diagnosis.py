@@ -12,20 +12,22 @@ from .probes import fail
 from .properties import Props
 
 STAT_WORD = {"LayerNorm": "标准差", "BatchNorm": "标准差", "RMSNorm": "RMS"}
+
+
 def _close(a: float, b: float, rel: float = 0.02) -> bool:
     return abs(a - b) <= rel * abs(b)
 
 
 def _degree_text(p: float, d: float, stat: str) -> tuple[str, str]:
     words = {
-        0.0: ("no_division", f"你的输出随输入等比例放大（次数 1）：没有除以任何统计量；应除以 sqrt(方差 + ε)"),
+        0.0: ("no_division", "你的输出随输入等比例放大（次数 1）：没有除以任何统计量；应除以 sqrt(方差 + ε)"),
         -0.5: ("times_rms", f"你的输出随输入放大而放大（次数 2）：你乘上了{stat}，而不是除以它"
                             f"（例如除以了 torch.rsqrt(...)——rsqrt 已经是倒数）；应为 x * torch.rsqrt(… + ε) 或 x / torch.sqrt(… + ε)"),
         1.0: ("no_sqrt", "你的输出随输入放大反而缩小（次数 −1）：除以了方差而不是标准差 (no square root)；"
                          "分母应为 torch.sqrt(var + ε)"),
         2.0: ("var_squared", "你的输出的次数是 −3（输入放大 10 倍，输出缩小 1000 倍）：你除以了 (var + ε)²，"
                              "应为平方根 (var + ε) ** 0.5 (squared instead of square root)"),
-        -1.0: ("times_var", "你的输出的次数是 3：你乘上了方差，而不是除以它的平方根"),
+        -1.0: ("times_var", "你的输出的次数是 3：你乘上了方差；应除以它的平方根 sqrt(var + ε)"),
         0.25: ("double_sqrt", "你的输出的次数是 1/2：根号开了两次（除以了 sqrt(σ)）；分母应为 sqrt(var + ε)"),
     }
     if p in words:

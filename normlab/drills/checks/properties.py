@@ -3,17 +3,19 @@ submission's output, each compared with what torch's norm gives.
 
     groups      perturb one element and see which outputs move: the elements that share statistics
                 (the reduction axes, whatever the code wrote)
-    degree      f(c·x) against f(x) for c = 10 … 1000: the output scales like c^d. A norm has d = 0;
-                x·RMS has 2, x/var has −1, x/(var+ε)² has −3. With d = 1 − 2p the statistic appears as
-                stat^(−p) (p = 1/2 for a square root).
+    degree      f(c·x) against f(x) for c = 10, 100, 1000 (where ε is negligible): the output scales like
+                c^d. A norm has d = 0; x·RMS has 2, x/var has −1, x/(var+ε)² has −3. With d = 1 − 2p the
+                statistic appears as stat^(−p) (p = 1/2 for a square root).
     centring    the numerator: are the output groups centred (x − μ) or not (x)?
     statistic   which statistic divides: the centred variance or the mean square — the one that makes the
                 output's spread the same in every group
     scale       that spread: 1 for torch's norm; √((n−1)/n) for an unbiased variance; 1/√n for a sum in
                 place of a mean; 1/n for x/‖x‖·n^−½ ...
-    ε           at small |x| the statistic is comparable to ε: h(c) = (the output's shortfall)^(−1/p) − 1
-                falls like c^−2 when ε is inside the root (sqrt(var + ε)), like c^−1 when it is added to
-                the standard deviation (σ + ε), and is 0 without ε; a zero group then gives NaN/inf.
+    ε           at small |x| (c down to ~1e-3) the statistic is comparable to ε, and the output falls
+                short of the power law: h = shortfall^(−1/p) − 1 falls like c^−2 when ε is inside the root
+                (sqrt(var + ε)), like c^−1 when it is added to the standard deviation (σ + ε), and is 0
+                without ε (then a zero group gives NaN/inf); its size is the ε in effect.
+    γ and β     (affine) γ = 0, 1 and random, β = 0, 1 and random: torch's output is x̂·γ + β.
 Every measurement runs on the inputs the submission accepts; a measurement whose inputs it rejects is
 left unknown (None), never guessed."""
 
@@ -135,7 +137,7 @@ def _eps(f, x, ax, props: Props, yb: Tensor, base: float, eps: float | None) -> 
     ref = _norms(yb, ax) / base ** props.degree
     target = eps if eps is not None else 1e-5
     hs = []
-    for c in (3.0, 1.0, 0.3):            # the statistic c²·v near ε (v·c² from ~ε to ~100ε)
+    for c in (3.0, 1.0, 0.3):            # inputs scaled so that the statistic is 9ε, ε and ε/11
         scale = math.sqrt(target / float(vx.mean())) * c
         try:
             y = f((x * scale).float())
