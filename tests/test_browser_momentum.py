@@ -120,3 +120,60 @@ def test_slider_moves_the_curves_to_the_grids_numbers(browser, opened, artifacts
     page.locator(f"#{box.get_attribute('id')}").screenshot(path=str(artifacts / f"momentum_static_{via}.png"))
     page.close()
     assert not problems, problems
+
+
+# Where each chart sits and whether any of its text runs out of it (issue 28 item 5: the prose says
+# 左右并排, side by side).
+LAYOUT = """(box) => {
+  const charts = box.querySelector('.nl-mo-charts');
+  const root = box.querySelector('.nl-momentum').getBoundingClientRect();
+  const svgs = Array.from(charts.querySelectorAll('svg.nl-mo-chart'));
+  return {
+    cols: Number(charts.dataset.cols), width: Number(charts.dataset.chartWidth), inner: charts.clientWidth,
+    rects: svgs.map((s) => { const r = s.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; }),
+    root: [root.left, root.top, root.right, root.bottom],
+    overflow: svgs.flatMap((s) => { const b = s.getBoundingClientRect();
+      return Array.from(s.querySelectorAll('text')).filter((t) => t.textContent && t.getClientRects().length)
+        .map((t) => [t.textContent, t.getBoundingClientRect()])
+        .filter(([, r]) => r.left < b.left - 1 || r.right > b.right + 1).map(([text]) => text); }),
+    fonts: Math.min(...Array.from(charts.querySelectorAll('text')).filter((t) => t.getClientRects().length)
+      .map((t) => { const m = t.getScreenCTM(); return parseFloat(getComputedStyle(t).fontSize) * Math.hypot(m.a, m.b); })),
+  };
+}"""
+
+
+@pytest.mark.parametrize("width,cols", [(1100, 2), (900, 2), (740, 2), (560, 1)])
+def test_panels_side_by_side_where_the_width_allows(browser, momentum_page, artifacts, width, cols):
+    """Two panels side by side from a JupyterLab-wide output (~900 px) down to the book's column
+    (740 px); stacked only on a narrow screen; drawn at their own width (no text under 14 px on
+    screen, none running out of its chart), with the grid's numbers; a resize redraws them."""
+    folder, grid = momentum_page
+    page = browser.new_page(viewport={"width": width + 40, "height": 900})
+    problems = watch(page)
+    html = (folder / "momentum.html").read_text(encoding="utf-8").replace("width:1100px", f"width:{width}px")
+    (folder / f"momentum_{width}.html").write_text(html, encoding="utf-8")
+    page.goto((folder / f"momentum_{width}.html").as_uri(), wait_until="load")
+    (box,) = widgets(page)
+    page.wait_for_function("b => b.querySelector('.nl-mo-charts').dataset.cols", arg=box, timeout=5000)
+    lay = box.evaluate(LAYOUT)
+    assert lay["cols"] == cols, lay
+    (l1, t1, r1, b1), (l2, t2, r2, b2) = lay["rects"]
+    if cols == 2:
+        assert abs(t1 - t2) < 1 and l2 >= r1 + 8, f"not side by side: {lay['rects']}"
+    else:
+        assert t2 >= b1 - 1 and abs(l1 - l2) < 1, f"not stacked: {lay['rects']}"
+    assert max(r1, r2) <= lay["root"][2] + 0.5, f"a chart runs out of the widget: {lay}"
+    assert not lay["overflow"], f"text out of its chart: {lay['overflow']}"
+    assert lay["fonts"] >= 14, f"text under 14px on screen: {lay['fonts']}"
+    check(box.evaluate(DRAWN), grid["10"], None)
+    page.locator(f"#{box.get_attribute('id')}").screenshot(path=str(artifacts / f"momentum_layout_{width}.png"))
+    # narrower, then wider again: the charts follow the width (ResizeObserver), still the grid's numbers
+    page.evaluate("() => { document.body.style.width = '520px'; }")
+    page.wait_for_function("b => b.querySelector('.nl-mo-charts').dataset.cols === '1'", arg=box, timeout=5000)
+    check(box.evaluate(DRAWN), grid["10"], None)
+    page.evaluate(f"() => {{ document.body.style.width = '{width}px'; }}")
+    page.wait_for_function("([b, c]) => b.querySelector('.nl-mo-charts').dataset.cols === c", arg=[box, str(cols)],
+                           timeout=5000)
+    check(box.evaluate(DRAWN), grid["10"], None)
+    page.close()
+    assert not problems, problems
