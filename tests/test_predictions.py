@@ -201,3 +201,55 @@ def test_unreadable_store_is_no_guesses(tmp_path, monkeypatch):
     assert P.load_guesses() == {}
     P.save_guess("02", "noisy-bn", "B")
     assert P.load_guesses()["02.noisy-bn"]["choice"] == "B"
+
+
+# --- in Chromium, with no kernel (the book, the slides) ------------------------------------------------
+
+@pytest.fixture
+def static_page(tmp_path, monkeypatch):
+    """A page with lesson 01's choice widgets and its summary as the book embeds them (no kernel)."""
+    monkeypatch.setenv("NORMLAB_STATIC", "1")
+    monkeypatch.setenv("NORMLAB_PREDICTIONS", str(tmp_path / "never.json"))
+    from normlab.widgets import predict
+
+    parts = [predict.ask("01", e["id"])._repr_mimebundle_()[0]["text/html"] for e in P.entries("01")]
+    parts.append(predict.summary("01")._repr_mimebundle_()[0]["text/html"])
+    page = tmp_path / "预测 页.html"
+    page.write_text("<!doctype html><html><head><meta charset='utf-8'><link rel='icon' href='data:,'></head>"
+                    "<body style='width:760px'>" + "<p>…</p>".join(parts) + "</body></html>", encoding="utf-8")
+    yield page
+    assert not (tmp_path / "never.json").exists()
+
+
+def test_static_choices_are_kept_in_the_browser_and_scored(browser, static_page, artifacts):
+    from test_browser_widgets import watch, widgets
+
+    page = browser.new_page(viewport={"width": 800, "height": 900})
+    problems = watch(page)
+    page.goto(static_page.as_uri(), wait_until="load")
+    boxes = widgets(page)
+    assert len(boxes) == 5 and not page.locator(".normlab-web-failed").count()
+    summary = page.locator(".nl-pr-summary")
+    assert summary.get_attribute("data-done") == "0"
+    assert page.locator(".normlab-web-badge:visible").count() == 0      # "precomputed grid" means nothing here
+    first = page.locator(".nl-pr-ask").nth(0)
+    first.get_by_role("radio", name="(B)").click()                       # right: lesson 01's first answer is (B)
+    page.locator(".nl-pr-ask").nth(1).get_by_role("radio", name="(A)").click()   # wrong: the answer is (C)
+    assert first.get_attribute("data-choice") == "B" and first.get_attribute("data-saved") == "1"
+    assert "已记录 (saved)：(B)" in first.inner_text()
+    assert summary.get_attribute("data-done") == "2" and summary.get_attribute("data-right") == "1"
+    rows = summary.locator("tbody tr")
+    assert [rows.nth(i).get_attribute("data-result") for i in range(4)] == ["right", "wrong", "none", "none"]
+    stored = json.loads(page.evaluate(f"() => localStorage.getItem('{P.STORAGE_KEY}')"))
+    assert {k: v["choice"] for k, v in stored["guesses"].items()} == {"01.depth-std": "B", "01.typical-gain": "A"}
+    page.screenshot(path=str(artifacts / "predict_static.png"), full_page=True)
+    page.reload(wait_until="load")                                       # kept across a reload
+    widgets(page)
+    assert page.locator(".nl-pr-ask").nth(0).get_attribute("data-choice") == "B"
+    assert page.locator(".nl-pr-summary").get_attribute("data-right") == "1"
+    size = page.evaluate("() => Math.min(...Array.from(document.querySelectorAll('.nl-predict *'))"
+                         ".filter(e => e.getClientRects().length && e.childNodes.length)"
+                         ".map(e => parseFloat(getComputedStyle(e).fontSize)))")
+    assert size >= 15, size
+    page.close()
+    assert not problems, problems

@@ -101,7 +101,7 @@ class Summary(web_host.WebWidget):
 
     def _spec(self) -> dict:
         return {"kind": "summary", "title": SUMMARY_TITLE, "lesson": self.lesson, "control_order": ["refresh"],
-                "prompts": [{"key": f"{self.lesson}.{e['id']}", "id": e["id"], "answer": e["answer"],
+                "prompts": [{"key": f"{self.lesson}.{e['id']}", "id": e["id"], "answer": e["answer"], "starts": e["starts"],
                              "options": [{"key": k, "text": t} for k, t in zip(e["keys"], e["options"])]}
                             for e in data.entries(self.lesson)],
                 "storage_key": data.STORAGE_KEY, "where_live": _where(), "where_grid": "这个浏览器 (localStorage)"}
