@@ -363,3 +363,18 @@ def test_worst_case_full_check_is_under_one_second():
         worst = max(worst, (time.process_time() - t0, getattr(impl, "__module__", kind)), key=lambda w: w[0])
     print(f"worst full check: {worst[0]:.3f} s CPU ({worst[1]})")
     assert worst[0] < 1.0, worst
+
+
+def test_a_right_formula_in_low_precision_is_not_given_wrong_names():
+    """The properties claim nothing on an output that is torch's up to rounding: a LayerNorm computed in
+    bfloat16 is named as a precision problem, not as a wrong statistic or a wrong γ/β."""
+    class LNbf16(LNBase):
+        def forward(self, x):
+            h = x.bfloat16()
+            m = h.mean(-1, keepdim=True)
+            v = ((h - m) ** 2).mean(-1, keepdim=True)
+            return ((h - m) / torch.sqrt(v + self.eps) * self.weight.bfloat16() + self.bias.bfloat16()).to(x.dtype)
+
+    report = drills.check("layernorm", LNbf16)
+    assert {f.id for f in report.failed if f.level == "interview"} == {"precision"}, str(report)
+    assert "float32" in next(f.message for f in report.failed if f.id == "precision")

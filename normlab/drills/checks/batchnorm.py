@@ -9,11 +9,11 @@ from torch import Tensor
 
 from ..report import Finding, SubmissionError
 from .batchnorm_modes import BN_SHAPES, BN_STEPS, LAYOUT, _bn_eval, _bn_fresh, _bn_options, _bn_production, _stats
-from .formulas import FIXED_EPS, Formula, Probe, deviation_findings, search
+from .formulas import FIXED_EPS, Formula, Probe, deviation_findings, imprecise, search
 from .probes import (KIND_WORDS, PROD, Builder, _raised, close, fail, find_bias, find_gain, find_stats, is_timeout, ok,
                      output_of, set_tensor, step, tensor_kind)
 from .diagnosis import affine_findings, as_findings, property_findings
-from .messages import KEEPDIM, is_broadcast_error
+from .messages import KEEPDIM, PRECISION, is_broadcast_error
 from .properties import affine, measure
 from .references import _bn_axes, _bshape, _torch_bn
 
@@ -170,7 +170,9 @@ def _bn_train(build, C, rank, g, out):
             out.extend(deviation_findings("BatchNorm", found[0], found[1], correct, probes, rank))
         else:
             p = bad[0]
-            named = _bn_properties(build, C, rank, g)
+            err = imprecise(probes)
+            named = [fail("precision", PRECISION.format(err=err), p.x_in, p.expected, p.got)] if err is not None else \
+                _bn_properties(build, C, rank, g)
             if named:
                 named[0].example = fail("", "", p.x_in, p.expected, p.got).example
                 out.extend(named)

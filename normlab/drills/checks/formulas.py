@@ -96,6 +96,16 @@ def search(probes: list[Probe], correct: Formula, alternatives: dict[str, list],
     return None
 
 
+def imprecise(probes: list[Probe], within: float = 3e-2) -> float | None:
+    """The largest relative error when every probe that differs is finite and within ``within`` of torch
+    (a right formula computed in too little precision), else None."""
+    errs = [float((p.got - p.expected).norm() / (p.expected.norm() + 1e-30)) for p in probes
+            if p.got is not None and p.expected is not None and p.got.shape == p.expected.shape]
+    if not errs or not all(math.isfinite(e) for e in errs) or max(errs) >= within:
+        return None
+    return max(errs)
+
+
 def axes_text(axes: tuple[int, ...], rank: int | None = None) -> str:
     return "dim=(" + ", ".join(str(a) for a in axes) + ("," if len(axes) == 1 else "") + ")"
 

@@ -9,8 +9,8 @@ import torch
 
 from ..report import Finding, SubmissionError
 from .diagnosis import affine_findings, as_findings, property_findings
-from .formulas import FIXED_EPS, Formula, Probe, deviation_findings, search
-from .messages import KEEPDIM, is_broadcast_error
+from .formulas import FIXED_EPS, Formula, Probe, deviation_findings, imprecise, search
+from .messages import KEEPDIM, PRECISION, is_broadcast_error
 from .probes import (KIND_WORDS, PROD, Builder, _raised, close, fail, find_bias, find_gain, is_timeout, ok, output_of,
                      set_tensor, step, tensor_kind)
 from .properties import affine, measure
@@ -56,7 +56,9 @@ def ln_checks(impl, rms: bool = False, out: list[Finding] | None = None) -> list
     with step(out, "forward"):
         _report_forward(kind, probes, problems, out, rms, D)
         generic = next((f for f in out[before:] if f.id == "forward" and not f.passed), None)
-        if generic is not None:     # no known mistake reproduces the output: measure what it does instead
+        if generic is not None and imprecise(probes) is not None:      # the formula is right, the arithmetic is not
+            generic.id, generic.message = "precision", PRECISION.format(err=imprecise(probes))
+        elif generic is not None:     # no known mistake reproduces the output: measure what it does instead
             named = _ln_properties(build, rms, kind, g, sh(2, 5, D))
             if named:
                 for f in named:

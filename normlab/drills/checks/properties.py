@@ -40,6 +40,7 @@ class Props:
     centred: bool | None = None         # the numerator is x − μ
     stat: str | None = None             # "var" (centred) | "meansq" | None (neither fits)
     scale: float | None = None          # the output's spread per group, in units of torch's
+    misfit: float | None = None         # how far the best statistic is from explaining the output (relative)
     eps_kind: str | None = None         # "inside" | "outside" | "none" | None (not measured)
     eps_value: float | None = None      # the ε the output shows (inside the root)
     zero_row_finite: bool | None = None
@@ -117,6 +118,7 @@ def measure(f: Callable[[Tensor], Tensor], x: Tensor, axes_expected: tuple[int, 
         k = float((a * num).sum() / (num * num).sum())
         fits[stat] = (float((a - k * num).norm() / (a.norm() + 1e-300)), k)
     stat = min(fits, key=lambda k: fits[k][0])
+    props.misfit = fits[stat][0]
     if fits[stat][0] < 1e-3:
         props.stat, props.scale = stat, fits[stat][1]
     # ε: the shortfall of the output at small |x| against the power law seen at large |x|
