@@ -135,6 +135,8 @@ PATTERNS = [
     ("layernorm", _ln(lambda s, x: x / torch.sqrt(torch.var(x, -1, keepdim=True) + s.eps)), {"not_centered", "unbiased_variance"}),
     ("layernorm", _ln(lambda s, x: x / (torch.std(x, -1, keepdim=True) + s.eps)), {"not_centered", "unbiased_variance",
                                                                                    "eps_outside_root"}),
+    ("rmsnorm", _rms(lambda s, x: x / torch.sqrt(torch.var(x, 1, keepdim=True) + s.eps)), {"centered", "unbiased_variance",
+                                                                                            "wrong_axis"}),
     # x/‖x‖ · d^-½ where d^½ is meant; alone and without ε
     ("rmsnorm", _rms(lambda s, x: x / torch.sqrt(x.pow(2).sum(-1, keepdim=True) + s.eps) * x.shape[-1] ** -0.5), {"wrong_scale"}),
     ("rmsnorm", _rms(lambda s, x: x / x.norm(dim=-1, keepdim=True) * x.shape[-1] ** -0.5), {"wrong_scale", "eps_missing"}),
@@ -169,6 +171,12 @@ def test_each_pattern_is_named_alone_and_combined(kind, impl, want):
 
 
 def test_a_crash_on_one_layout_keeps_the_math_findings():
+    def only_2d(s, x):
+        n, d = x.shape
+        return (x - _mean(x)) / torch.sqrt(_var(x) + s.eps)
+
+    report = drills.check("layernorm", _ln(only_2d))          # alone: the layout is the one finding
+    assert {f.id for f in report.failed if f.level == "interview"} == {"layout"}, str(report)
     _, impl = _load("ln_2d_only_unbiased")
     report = drills.check("layernorm", impl)
     layout = next(f for f in report.failed if f.id == "layout")
