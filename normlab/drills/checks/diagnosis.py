@@ -87,8 +87,9 @@ def property_findings(kind: str, props: Props, expected_axes: tuple[int, ...], s
                     if unbiased:
                         texts["unbiased_variance"] = (
                             "用了无偏方差 (unbiased variance, 除以 n−1；torch.var/torch.std 的默认)：输出每组的标准差是 "
-                            f"√((n−1)/n) = {math.sqrt((n - 1) / n):.4f}，不是 1；用 x.var(dim, unbiased=False) 或 "
-                            "((x − μ)²).mean(dim)")
+                            f"√((n−1)/n) = {math.sqrt((n - 1) / n):.4f} 的倍数，不是 1；" +
+                            ("RMSNorm 的统计量是 mean(x²)，除以 n" if rms else
+                             "用 x.var(dim, unbiased=False) 或 ((x − μ)²).mean(dim)"))
                     if a == -p:
                         texts["sum_not_mean"] = (f"用了平方和而不是平均 (sum instead of mean)：输出小了 √n 倍（n = {n}）；"
                                                  "x.norm(dim) 是 sqrt(Σx²)，要除以 √n，或直接用 x.pow(2).mean(dim)")
