@@ -386,3 +386,16 @@ def test_a_right_formula_in_low_precision_is_not_given_wrong_names():
     report = drills.check("layernorm", LNbf16)
     assert {f.id for f in report.failed if f.level == "interview"} == {"precision"}, str(report)
     assert "float32" in next(f.message for f in report.failed if f.id == "precision")
+
+
+@pytest.mark.parametrize("forward", [
+    lambda s, x: torch.randn_like(x),                                                         # random
+    lambda s, x: torch.sort((x - _mean(x)) / torch.sqrt(_var(x) + s.eps), -1).values * s.weight + s.bias,  # permuted
+    lambda s, x: ((x - _mean(x)) / torch.sqrt(_var(x) + s.eps)).round() * s.weight + s.bias,  # rounded
+])
+def test_properties_claim_nothing_they_did_not_measure(forward):
+    """Outputs no property explains (random, permuted, rounded) keep the plain "values differ" finding:
+    no invented name, no checker error."""
+    report = drills.check("layernorm", type("LayerNorm", (LNBase,), {"forward": forward}))
+    assert {f.id for f in report.failed if f.level == "interview"} == {"forward"}, str(report)
+    assert not any("检查无法进行" in f.message for f in report.failed)

@@ -232,7 +232,10 @@ def _bw_compare(probes, names, which_norm, bn, out):
             diagnosed.setdefault("constant_factor", []).append(f"{name} {factor}（N 为行数，D 为列数）"
                                                                if "N" in factor or "D" in factor else f"{name} {factor}")
             continue
-        fitted = fit_grad_x(probes, which_norm) if i == 0 else None
+        try:
+            fitted = fit_grad_x(probes, which_norm) if i == 0 else None
+        except Exception:  # noqa: BLE001 - a gradient the fit cannot use (NaN, odd dtype): keep the plain finding
+            fitted = None
         if fitted:                      # the general path: the true formula's terms, fitted
             for k, (id, text) in enumerate(fitted.items()):     # one counterexample, on the first
                 out.append(fail(id, f"{text}（grad_x 按真实公式的各项做最小二乘拟合得出）",

@@ -65,6 +65,8 @@ def fit_grad_x(probes: list[dict], which_norm: str) -> dict[str, str] | None:
     """id -> message naming each term of grad_x whose coefficient or axis is wrong (and a wrong power of
     1/σ outside the bracket); None when the terms do not explain the submission's grad_x (then nothing
     is claimed)."""
+    if not all(bool(torch.isfinite(p["got"][0]).all()) for p in probes):
+        return None
     s = 0 if which_norm == "batchnorm" else -1
     o = -1 if s == 0 else 0
     for power in (1, 0, -1, 2, 3):

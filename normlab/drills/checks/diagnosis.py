@@ -53,7 +53,8 @@ def property_findings(kind: str, props: Props, expected_axes: tuple[int, ...], s
                                    f"你在这些维上求统计量；{kind} 应在 {want}（输入形状 {shape}）")
     if props.degree is None:
         return texts
-    if props.degree == 0 and props.stat is None and props.axes is not None and (props.misfit or 0) > 0.02:
+    if (props.degree == 0 and props.stat is None and props.axes is not None and (props.misfit or 0) > 0.02
+            and (props.spread_cv or 0) > 0.02):
         texts["wrong_statistic"] = (f"输出每组的大小随数据变化：分母既不是标准差 sqrt(var) 也不是 RMS sqrt(mean(x²))"
                                     f"——检查统计量的写法；{kind} 应除以 " +
                                     ("sqrt(mean(x²) + ε)" if rms else "sqrt(mean((x − μ)²) + ε)"))

@@ -41,6 +41,7 @@ class Props:
     stat: str | None = None             # "var" (centred) | "meansq" | None (neither fits)
     scale: float | None = None          # the output's spread per group, in units of torch's
     misfit: float | None = None         # how far the best statistic is from explaining the output (relative)
+    spread_cv: float | None = None      # how much the output's spread differs between groups (0: the same)
     eps_kind: str | None = None         # "inside" | "outside" | "none" | None (not measured)
     eps_value: float | None = None      # the ε the output shows (inside the root)
     zero_row_finite: bool | None = None
@@ -83,7 +84,8 @@ def measure(f: Callable[[Tensor], Tensor], x: Tensor, axes_expected: tuple[int, 
     (float32, groups with different means and spreads). ``eps`` is the ε the module was built with
     (None: it could not be passed in, so the ε analysis only looks for its absence)."""
     y0 = f(x)
-    if not torch.isfinite(y0).all() or float(y0.std()) == 0:     # NaN/inf or a constant: nothing to measure
+    if not torch.isfinite(y0).all() or float(y0.std()) == 0 or not torch.equal(y0, f(x)):
+        # NaN/inf, a constant or a random output: nothing to measure
         return Props(n=math.prod(x.shape[a] for a in axes_expected), axes=None)
     try:
         axes = groups(f, x, y0)
@@ -110,6 +112,8 @@ def measure(f: Callable[[Tensor], Tensor], x: Tensor, axes_expected: tuple[int, 
     # centring of the numerator, then the statistic: y · stat^p is the numerator times a constant
     mean_y, spread_y = _reduce(yb, ax, "mean"), _reduce(yb, ax, "var").sqrt()
     props.centred = bool((mean_y.abs() <= 1e-3 * spread_y + 1e-12).all())
+    spread = (spread_y if props.centred else _reduce(yb, ax, "meansq").sqrt()).flatten()
+    props.spread_cv = float(spread.std(unbiased=False) / (spread.mean() + 1e-300))
     xs = xb * base
     num = xs - xs.mean(ax, keepdim=True) if props.centred else xs
     fits = {}
