@@ -18,78 +18,12 @@ from pathlib import Path
 import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from slide_model import (ANSWER, CODE_CUT, CODE_HEAD, CODE_LINE, CODE_PAD, FENCED_WIDTH, OUTPUT_MAX,  # noqa: E402
-                         PROSE_CUT, QUESTION, SLIDE_CODE, SLIDE_PROSE, SLIDE_ROOM, SUMMARY_HEADING, SUMMARY_TITLE,
-                         code_block_rows, code_head, code_lines, join_units, markdown_units, output_height,
-                         prose_length, shown_code, shows_alone, strip_tags, table_height, unit_height, unit_prose,
-                         visible_prose)
-
-
-def sentences(text: str) -> list[str]:
-    """Split prose after 。！？； outside inline code and math."""
-    out, cur, code, in_math = [], "", False, False
-    for ch in text:
-        cur += ch
-        if ch == "`":
-            code = not code
-        elif ch == "$" and not code:
-            in_math = not in_math
-        elif ch in "。！？；" and not code and not in_math:
-            out.append(cur)
-            cur = ""
-    return out + ([cur] if cur.strip() else [])
-
-
-def cut_prose(text: str, room: float) -> str:
-    """The leading sentences of a paragraph that fit in ``room`` together with PROSE_CUT."""
-    kept = ""
-    for s in sentences(text):
-        if prose_length(kept + s + PROSE_CUT) > room:
-            break
-        kept += s
-    if not kept:   # one sentence longer than a slide: cut it between words
-        for ch in text:
-            if prose_length(kept + ch + PROSE_CUT) > room:
-                break
-            kept += ch
-        kept = re.sub(r"[`$][^`$]*$", "", kept) if (kept.count("`") % 2 or kept.count("$") % 2) else kept
-    if kept.count("**") % 2:
-        kept += "**"
-    return kept.rstrip() + PROSE_CUT
-
-
-def cut_row(row: str, room: float) -> str:
-    """A markdown table row within ``room``: its longest cell cut (cut_prose)."""
-    cells = row.strip().strip("|").split("|")
-    longest = max(range(len(cells)), key=lambda i: prose_length(cells[i]))
-    rest = prose_length(row) - prose_length(cells[longest])
-    cells[longest] = " " + cut_prose(cells[longest].strip(), max(room - rest, 0)) + " "
-    return "|" + "|".join(cells) + "|"
-
-
-TABLE_HTML = re.compile(r"\s*<table>(<caption>.*?</caption>)?<thead>(.*?)</thead><tbody>(.*)</tbody></table>\s*", re.S)
-
-
-def split_table(out, room: float) -> list:
-    """A table output (normlab.viz.Table's HTML) taller than ``room``: one output per slide-sized
-    run of rows, the header repeated and the caption numbered (1/3, 2/3, ...)."""
-    html = out.get("data", {}).get("text/html", "")
-    html = "".join(html) if isinstance(html, list) else html
-    m = TABLE_HTML.fullmatch(html)
-    if not m or table_height(html) <= room:
-        return [out]
-    caption, head, body = m.groups()
-    title = strip_tags(caption or "")
-    table = lambda rows, cap="": f"<table>{cap}<thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
-    chunks: list[list[str]] = [[]]
-    for row in re.findall(r"<tr.*?</tr>", body, re.S):
-        if chunks[-1] and table_height(table(chunks[-1] + [row], caption or "")) > room:
-            chunks.append([])
-        chunks[-1].append(row)
-    import html as htmllib
-    return [nbformat.v4.new_output("display_data", data={"text/html": table(
-        rows, f"<caption>{htmllib.escape(title)}（{i}/{len(chunks)}）</caption>")})
-        for i, rows in enumerate(chunks, 1)]
+from slide_cuts import cut_prose, cut_row, point_to_figures, sentences, split_table  # noqa: E402,F401
+from slide_model import (ANSWER, CODE_CUT, CODE_HEAD, CODE_LINE, CODE_PAD, FENCED_WIDTH, OUTPUT_CUT, OUTPUT_MAX,  # noqa: E402
+                         QUESTION, SLIDE_CODE, SLIDE_PROSE, SLIDE_ROOM, SLIDE_TEXT, SUMMARY_HEADING,
+                         SUMMARY_TITLE, code_block_rows, code_head, code_lines, join_units, markdown_units,
+                         output_chars, output_height, prose_length, shown_code, shows_alone, strip_tags,
+                         table_height, text_chars, unit_height, unit_prose, unit_text, visible_prose)
 
 
 def slide_outputs(cell) -> list:
@@ -113,15 +47,17 @@ class SlideLayout:
         self.title = ""                            # the current section's heading
         self.next_type: str | None = "slide"       # slide_type of the current slide's first cell
         self.prose, self.lines, self.height = 0.0, 0, 0.0
+        self.text = 0                              # characters on screen (SLIDE_TEXT)
+        self.texts: list[int] = []                 # the characters of each slide made
         self.content = False                       # anything but its title on the current slide
         self.fresh_after = False                   # the next content starts a new sub-slide
         self.sizes: list[tuple[float, int, float]] = []   # (prose, code lines, height) of each slide made
         self.first = 0                             # index in self.cells of the current slide's first cell
 
     # -- the current slide
-    def fits(self, prose: float = 0, code: int = 0, height: float = 0) -> bool:
+    def fits(self, prose: float = 0, code: int = 0, height: float = 0, text: int = 0) -> bool:
         return (self.prose + prose <= SLIDE_PROSE and self.lines + code <= SLIDE_CODE
-                and self.height + height <= SLIDE_ROOM)
+                and self.height + height <= SLIDE_ROOM and self.text + text <= SLIDE_TEXT)
 
     def started(self) -> bool:
         """More than its title on the slide: what does not fit goes to the next one."""
@@ -135,6 +71,7 @@ class SlideLayout:
             self.finish()
         self.first = len(self.cells)
         self.prose, self.lines, self.height, self.content = 0.0, 0, 0.0, False
+        self.text = 0
         self.next_type = kind
         self.fresh_after = False
         if title is None and self.title:
@@ -146,10 +83,12 @@ class SlideLayout:
         self.close_notes()
         if len(self.cells) > self.first:
             self.sizes.append((self.prose, self.lines, self.height))
+            self.texts.append(self.text)
 
     def take(self, kind: str, text: str, content: bool = True) -> None:
         self.units.append((kind, text))
         self.prose += unit_prose(kind, text)
+        self.text += unit_text(kind, text)
         self.lines += code_lines(kind, text)
         self.height += unit_height(kind, text)
         self.content = self.content or content
@@ -160,8 +99,12 @@ class SlideLayout:
             self.emit(nbformat.v4.new_markdown_cell(join_units(units)))
 
     def emit(self, cell, fragment: bool = False) -> None:
-        if fragment and self.next_type:            # a fragment cannot open a slide: the title comes first
+        if fragment and self.next_type:
+            # A fragment cannot open a slide: the title comes first, and the content is not a fragment
+            # (a step that shows the title alone before its figure or answer, issue 28 item 11): going to
+            # this slide is what reveals it; its question was on the slide before.
             self.emit(nbformat.v4.new_markdown_cell(f"#### {self.title}（续）"))
+            fragment = False
         cell.metadata.setdefault("slideshow", {})["slide_type"] = self.next_type or ("fragment" if fragment else "-")
         self.next_type = None
         self.cells.append(cell)
@@ -186,6 +129,7 @@ class SlideLayout:
                 len(self.cells) > self.first or any(k != "heading" for k, _ in self.units[:-1])):
             self.units.pop()
             self.prose -= unit_prose(*lead)
+            self.text -= unit_text(*lead)
             self.height -= unit_height(*lead)
         else:
             lead = None
@@ -210,10 +154,10 @@ class SlideLayout:
             self.before_content()
             prose, height = unit_prose(kind, text), unit_height(kind, text)
             extra = question_ahead if kind == "para" and QUESTION.match(text) else 0
-            if not self.fits(prose, code_lines(kind, text), height + extra):
+            if not self.fits(prose, code_lines(kind, text), height + extra, unit_text(kind, text)):
                 if self.started():
                     self.overflow()
-                if kind == "table" and not self.fits(prose, 0, height):
+                if kind == "table" and not self.fits(prose, 0, height, unit_text(kind, text)):
                     self.table(text)
                     continue
                 if kind in ("para", "item", "quote") and not self.fits(prose):
@@ -238,7 +182,8 @@ class SlideLayout:
         a row too long for a slide of its own shows its longest cell cut (the row goes to the notes)."""
         lines = text.strip().split("\n")
         head, chunk = lines[:2], []
-        size = lambda rows: (prose_length("\n".join(head + rows)), 0, unit_height("table", "\n".join(head + rows)))
+        size = lambda rows: (prose_length("\n".join(head + rows)), 0, unit_height("table", "\n".join(head + rows)),
+                             unit_text("table", "\n".join(head + rows)))
         for row in lines[2:]:
             if not self.fits(*size(chunk + [row])):
                 if chunk:
@@ -256,50 +201,114 @@ class SlideLayout:
         """The <details> answer to a question: a fragment after the results, closed until opened.
         Its height counts open (the teacher opens it on the slide)."""
         height = unit_height("details", source)
-        if not self.fits(0, 0, height):
+        if not self.fits(0, 0, height, unit_text("details", source)):
             self.new()
         self.flush()
         self.height += height
+        self.text += unit_text("details", source)
         self.prose += unit_prose("details", source)
-        self.emit(nbformat.v4.new_markdown_cell(source), fragment=True)
+        self.emit(nbformat.v4.new_markdown_cell(source), fragment=self.content)   # on a new slide: no title-alone step
         self.fresh_after = True        # what follows the answer is the next idea
+
+    def text_head(self, out):
+        """A text output with more characters than a slide shows (SLIDE_TEXT, less a title): its first
+        lines and OUTPUT_CUT; the whole text goes to the notes."""
+        data = out.get("data", {})
+        if out.get("output_type") != "stream" and set(data) != {"text/plain"}:
+            return out
+        text = output_text(out)
+        if text_chars(text) <= SLIDE_TEXT - 60:
+            return out
+        lines = text.rstrip("\n").split("\n")
+        while lines and text_chars("\n".join(lines) + OUTPUT_CUT) > SLIDE_TEXT - 60:
+            lines.pop()
+        self.notes.append("完整输出 (full output)：\n\n```text\n" + text.rstrip("\n") + "\n```")
+        return nbformat.v4.new_output("stream", name="stdout", text="\n".join(lines + [OUTPUT_CUT]) + "\n")
+
+    # -- an exercise's answer (tools/slides.py mark_exercises)
+    def exercise(self, cell, learner: str, question: bool) -> None:
+        """A cell that holds an exercise's answer: the slide shows what the learners have (the learner
+        version of its source, no output: while they work, the reference code and "通过 PASSED" stay
+        off the screen); the reference answer and its check's result go to the speaker notes."""
+        if cell.cell_type == "markdown":
+            if learner.strip():
+                self.markdown(learner)
+            self.notes.append("参考答案 (reference answer)：\n\n" + cell.source)
+            return
+        if learner.strip():
+            shown = nbformat.v4.new_code_cell(learner)
+            shown.metadata.update({k: v for k, v in cell.metadata.items() if k != "normlab_learner"})
+            self.code(shown, question)
+        note = "参考答案 (reference answer)：\n\n```python\n" + cell.source.rstrip() + "\n```"
+        result = "\n".join(output_text(o) for o in slide_outputs(cell)).strip()
+        if result:
+            note += "\n\n参考答案的检查结果 (its check)：\n\n```text\n" + result + "\n```"
+        self.notes.append(note)
 
     # -- code
     def code(self, cell, question: bool) -> None:
         """The input (at most SLIDE_CODE lines shown), then each output; after a question the outputs
         are one fragment per slide. A cell that draws a figure or shows a widget shows that only (large)."""
         outputs = slide_outputs(cell)
+        for out in [o for o in outputs if REFERENCE_PASSED in output_text(o)]:   # a check on the reference answer
+            outputs.remove(out)
+            self.notes.append("参考答案的检查结果 (the check on the reference answer)：\n\n```text\n" + output_text(out).strip() + "\n```")
         figure = any(shows_alone(o) for o in outputs)
         self.before_content()
         if cell.source.strip() and not figure and "slides-hide-input" not in cell.metadata.get("tags", []):
             shown = shown_code(cell.source)
             rows = code_block_rows(shown)               # a wrapped line counts the rows it takes
             height = CODE_LINE * rows + CODE_PAD
-            if not self.fits(0, rows, height) and self.started():
+            chars = text_chars("\n".join(shown))
+            if not self.fits(0, rows, height, chars) and self.started():
                 self.overflow()
+            if chars > SLIDE_TEXT - self.text:          # more characters than a slide shows: its head
+                shown = code_head(shown[:-1] if shown[-1] == CODE_CUT else shown, CODE_HEAD)
+                while shown and text_chars("\n".join(shown + [CODE_CUT])) > SLIDE_TEXT - self.text:
+                    shown = shown[:-1]
+                shown += [CODE_CUT]
+                rows, chars = code_block_rows(shown), text_chars("\n".join(shown))
+                height = CODE_LINE * rows + CODE_PAD
             self.flush()
             code = nbformat.v4.new_code_cell("\n".join(shown))
             code.metadata.update({k: v for k, v in cell.metadata.items() if k != "slideshow"})
             self.emit(code)
             self.lines += rows
             self.height += height
+            self.text += chars
             self.content = True
             if shown[-1:] == [CODE_CUT]:
                 self.notes.append("完整代码 (full code)：\n\n```python\n" + cell.source.rstrip() + "\n```")
         first = True
         for out in [piece for out in outputs for piece in split_table(out, OUTPUT_MAX - 40)]:
-            height = output_height(out)
-            if not self.fits(0, 0, height) and self.started():
+            out = self.text_head(out)
+            height, chars = output_height(out), output_chars(out)
+            if not self.fits(0, 0, height, chars) and self.started():
                 self.new()
                 first = True
             self.flush()
             shown = nbformat.v4.new_code_cell("")
             shown.metadata["tags"] = ["slides-hide-input"]
             shown.outputs = [out]
-            self.emit(shown, fragment=question and first)
+            self.emit(shown, fragment=question and first and self.content)   # on a new slide: no title-alone step
             self.height += height
+            self.text += chars
             self.content = True
             first = False
+
+
+# What a passing check (normlab.exercises, normlab.drills) says: on the slides the reference answer's
+# "通过 PASSED" is for the speaker view only; while the class works, the screen shows the exercise.
+REFERENCE_PASSED = "通过 PASSED"
+
+
+def output_text(out) -> str:
+    """An output as plain text (for the speaker notes)."""
+    if out.get("output_type") == "stream":
+        text = out.get("text", "")
+    else:
+        text = out.get("data", {}).get("text/plain", "")
+    return "".join(text) if isinstance(text, list) else text
 
 
 def slide_types(nb: nbformat.NotebookNode) -> SlideLayout:
@@ -314,6 +323,8 @@ def slide_types(nb: nbformat.NotebookNode) -> SlideLayout:
             layout.notes.append(cell.source)
         elif kind == "skip":
             continue
+        elif "normlab_learner" in cell.metadata:
+            layout.exercise(cell, cell.metadata["normlab_learner"], question)
         elif cell.cell_type == "markdown" and question and ANSWER.match(cell.source):
             answer, rest = split_answer(cell.source)
             layout.answer(answer)
@@ -330,6 +341,7 @@ def slide_types(nb: nbformat.NotebookNode) -> SlideLayout:
             layout.code(cell, question)
     layout.finish()
     nb.cells = layout.cells
+    point_to_figures(nb.cells)
     return layout
 
 

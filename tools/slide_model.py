@@ -13,9 +13,11 @@ import re
 
 SLIDE_PROSE = 150     # visible prose per slide: a Chinese character counts 1, any other visible one 1/2
 SLIDE_CODE = 15       # lines of code per slide
+SLIDE_TEXT = 800      # characters (not spaces) a slide shows in all: prose, code, outputs, opened answers
 CODE_HEAD = 12        # a longer code cell shows its first lines and CODE_CUT; the full code goes to the notes
 CODE_CUT = "# ……（完整代码见讲者备注 / JupyterLab）"
 PROSE_CUT = "……（全文见讲者备注）"
+OUTPUT_CUT = "……（完整输出见讲者备注）"
 SUMMARY_TITLE = "本课小结 · 面试要点"
 SUMMARY_HEADING = re.compile(r"^(#{1,3})\s+(?:本课小结\s*·\s*)?面试要点")
 QUESTION = re.compile(r"^\s*\*\*先想一想\*\*")
@@ -28,7 +30,7 @@ FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 SLIDE_ROOM = 630      # of the 720: reveal's margin and the section's padding take the rest
 WIDTH = 1150          # px of text across a slide
 PROSE_LINE, PROSE_CHARS = 40.6, 38   # 28px prose, line-height 1.45; Chinese characters per line
-CODE_LINE, CODE_PAD = 24.7, 33       # 19px code, line-height 1.3; a code cell's padding
+CODE_LINE, CODE_PAD = 26.0, 33       # 20px code and text outputs, line-height 1.3; a code cell's padding
 IMG_WIDTH, IMG_MAX = 1180, 500       # a figure fills the width, at most IMG_MAX high
 OUTPUT_MAX = 440      # a longer output scrolls inside a box this high (SLIDE_CSS)
 WIDGET_HEIGHT = 610   # the axes explorer, the tallest course widget: alone on its slide, under its title
@@ -36,11 +38,12 @@ WIDGET_HEIGHT = 610   # the axes explorer, the tallest course widget: alone on i
 # going on below it, CODE_HANG columns right of its own indent (wrap_code_lines); text outputs wrap
 # anywhere; a wider table scrolls sideways inside its output box. The layout counts a wrapped line
 # of code as the rows it takes on screen, for the limit of SLIDE_CODE lines and for the height.
-CODE_CHAR, CODE_WIDE = 11.44, 19.0   # px across a character of 19px monospace code: Latin, Chinese
+CODE_CHAR, CODE_WIDE = 12.05, 20.0   # px across a character of 20px monospace code: Latin, Chinese
 CODE_WIDTH = 1240     # px of code across a code cell (1262 less the editor's and the <pre>'s padding)
 FENCED_WIDTH = 1215   # px of code across a code block in markdown (its cell's padding too)
 CODE_HANG = 4         # the rows a long line wraps to start this many columns right of its indent
 OUTPUT_WIDTH = 1110   # px of a text output's row (90% of its box; it wraps anywhere)
+TABLE_PX = 20         # px of an output table's text (SLIDE_CSS)
 
 
 def visible_prose(md: str) -> str:
@@ -169,6 +172,35 @@ def unit_prose(kind: str, text: str) -> float:
     return prose_length(text.partition("</summary>")[0] if kind == "details" else text)
 
 
+def text_chars(text: str) -> int:
+    """Characters a reader sees, spaces not counted (the measure of SLIDE_TEXT)."""
+    return len(re.sub(r"\s", "", text))
+
+
+def unit_text(kind: str, text: str) -> int:
+    """Characters of a markdown unit on screen, an answer opened: its prose (math not counted: typeset,
+    it is read as a formula) and its code."""
+    if kind == "details":
+        return sum(unit_text(k, t) for k, t in markdown_units(re.sub(r"</?(details|summary)>", "\n\n", text)))
+    code = "\n".join(text.split("\n")[1:-1]) if kind == "code" else ""
+    return text_chars(code or visible_prose(text))
+
+
+def output_chars(out) -> int:
+    """Characters of an output on screen (a figure or a widget: none counted)."""
+    data = out.get("data", {})
+    html = data.get("text/html", "")
+    html = "".join(html) if isinstance(html, list) else html
+    if "normlab-web" in html or "image/png" in data:
+        return 0
+    if html:
+        return text_chars(strip_tags(re.sub(r"<(script|style)\b.*?</\1>", "", html, flags=re.S)))
+    if "text/markdown" in data:
+        return text_chars(visible_prose("".join(data["text/markdown"])))
+    text = out.get("text", "") if out.get("output_type") == "stream" else data.get("text/plain", "")
+    return text_chars("".join(text))
+
+
 def code_lines(kind: str, text: str) -> int:
     """Rows of code a markdown unit shows (a fenced block's lines, wrapped ones counting their rows)."""
     return code_block_rows(text.split("\n")[1:-1], FENCED_WIDTH) if kind == "code" else 0
@@ -252,12 +284,12 @@ def strip_tags(html: str) -> str:
 
 
 def table_height(html: str) -> float:
-    """An HTML table in an output (17px; columns sized to their content)."""
-    h = 24 * wrapped_lines(strip_tags(m.group(1)), 17) + 8 if (m := re.search(r"<caption>(.*?)</caption>", html, re.S)) else 0
+    """An HTML table in an output (TABLE_PX, line-height 1.4; columns sized to their content)."""
+    h = 29 * wrapped_lines(strip_tags(m.group(1)), TABLE_PX) + 8 if (m := re.search(r"<caption>(.*?)</caption>", html, re.S)) else 0
     for row in re.findall(r"<tr.*?</tr>", html, re.S):
         cells = [strip_tags(c) for c in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row, re.S)]
-        lines = max(1, math.ceil(sum(text_px(c, 17) + 20 for c in cells) / (0.8 * WIDTH)))
-        h += 23 * lines + 9
+        lines = max(1, math.ceil(sum(text_px(c, TABLE_PX) + 20 for c in cells) / (0.8 * WIDTH)))
+        h += 1.4 * TABLE_PX * lines + 9
     return h + 10
 
 
@@ -298,8 +330,8 @@ def output_height(out) -> float:
         return min(IMG_WIDTH * h / w, IMG_MAX) + 60
     if "normlab-progress" in html:
         width = float(re.search(r"column-width: (\d+)ch", html).group(1)) if "column-width" in html else 80
-        columns = max(1, int(WIDTH // (width * 9.6 + 16)))
-        return 20 * math.ceil((html.count("\n") + 1) / columns) + 30
+        columns = max(1, int(WIDTH // (width * CODE_CHAR + 16)))
+        return 25 * math.ceil((html.count("\n") + 1) / columns) + 30
     if html:
         h = html_height(html)
     elif "text/markdown" in data:

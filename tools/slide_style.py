@@ -1,15 +1,17 @@
 """The slides' CSS (1280x720, readable when projected): font sizes, figures, code, outputs, answers.
+Read from the back of a room (issue 28 item 10): tables, code and text outputs at 20px or more, a
+widget's labels at 18px or more (tests/test_slides_readable.py measures the computed sizes).
 
 The layout's px model (tools/slide_model.py: PROSE_LINE, CODE_LINE, CODE_CHAR, OUTPUT_MAX, ...) is measured
 with these sizes: a change of a font size here needs the same change there (tests/test_browser_book.py
 checks the decks in Chromium against the model)."""
 
 # Nothing cut at the slide's right edge (tests/test_browser_book.py measures it): code wraps, a line's
-# rows after the first CODE_HANG columns right of its indent (wrap_code_lines; 19px, the size code had);
+# rows after the first CODE_HANG columns right of its indent (wrap_code_lines; 20px: issue 28 item 10);
 # an output's box, its padding included, stays within its cell and scrolls sideways when it is wider
 # (a table; its scrollbars always show); prose breaks a run it could not break otherwise (`"a"`、`"b"`).
 SLIDE_FIT_CSS = """
-.reveal div.highlight > pre { box-sizing: border-box; width: 100%; font-size: 19px; white-space: pre-wrap; overflow-wrap: anywhere; }
+.reveal div.highlight > pre { box-sizing: border-box; width: 100%; font-size: 20px; white-space: pre-wrap; overflow-wrap: anywhere; }
 .reveal div.highlight > pre > .nl-line { display: block; padding-left: var(--nl-hang); text-indent: calc(-1 * var(--nl-hang)); }
 .reveal .jp-OutputArea-output { box-sizing: border-box; }
 .reveal .jp-OutputArea-output::-webkit-scrollbar { width: 10px; height: 10px; }
@@ -31,15 +33,17 @@ SLIDE_CSS = """
 .reveal blockquote { width: auto; margin: 8px 0; padding: 4px 16px; font-style: normal; box-shadow: none;
   background: #fff8f0; border-left: 5px solid #e65100; }
 .reveal .jp-RenderedImage img { width: 95%; max-height: 500px; object-fit: contain; }
-.reveal .jp-InputArea pre, .reveal .highlight pre, .reveal .jp-OutputArea pre { font-size: 18px; line-height: 1.3; }
+.reveal .jp-InputArea pre, .reveal .highlight pre, .reveal .jp-OutputArea pre, .reveal div.jp-OutputArea-output > pre { font-size: 20px; line-height: 1.3; }
 .reveal .jp-OutputArea-child, .reveal .jp-OutputArea-output { display: block; }
 .reveal .jp-OutputArea-output { max-height: 440px; overflow: auto; }
 .reveal .jp-OutputArea-output.jp-RenderedHTMLCommon, .reveal .jp-OutputArea-output.jp-RenderedHTMLCommon p,
 .reveal .jp-OutputArea-output.jp-RenderedHTMLCommon li { font-size: 20px; line-height: 1.4; }
-.reveal .jp-OutputArea-output table, .reveal .jp-OutputArea-output td, .reveal .jp-OutputArea-output th { font-size: 17px; }
+.reveal .jp-OutputArea-output table, .reveal .jp-OutputArea-output td, .reveal .jp-OutputArea-output th { font-size: 20px; line-height: 1.4; }
 .reveal .jp-OutputArea-output:has(.normlab-web) { max-height: none; overflow: visible; }
 .reveal .normlab-web, .reveal .normlab-web select, .reveal .normlab-web label { font-size: 20px; }
-.reveal pre.normlab-progress { font-size: 16px; line-height: 1.25; color: #2e7d32; }
+/* a widget's own text (labels, values, captions, notes; not its SVG plot) at least 18px from the back of a room */
+.reveal .normlab-web *:not(svg, svg *) { font-size: 18px !important; line-height: 1.25; }
+.reveal pre.normlab-progress { font-size: 20px; line-height: 1.25; color: #2e7d32; }
 .reveal .slides section .fragment { transition: none; }
 .reveal details { border-left: 4px solid #2e7d32; padding-left: 12px; }
 .reveal details > summary { cursor: pointer; color: #2e7d32; }

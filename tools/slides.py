@@ -112,21 +112,56 @@ def copy_slide_vendor(out: Path) -> None:
     shutil.copy(ROOT / "book" / "favicon.png", out / "vendor" / "favicon.png")
 
 
-def build_slides() -> list[Path]:
-    notebooks = execution.execute_all()
+def build_slides(only: list[str] | None = None) -> list[Path]:
+    """Every deck (or those whose names start with one of ``only``: 06, 06_placement) from build/executed/."""
+    srcs = [s for s in execution.nbtools.sources() if not only or any(s.stem.startswith(o) for o in only)]
+    notebooks = execution.execute_all(srcs=srcs)
     SLIDES_OUT.mkdir(parents=True, exist_ok=True)
     copy_slide_vendor(SLIDES_OUT)
     exporter = slides_exporter()
     written = []
     for path in notebooks:
         out = SLIDES_OUT / (path.stem + ".slides.html")
-        out.write_text(slides_html(exporter, nbformat.read(path, 4)), encoding="utf-8")
+        nb = nbformat.read(path, 4)
+        mark_exercises(nb, ROOT / "notebooks" / (path.stem + ".md"))
+        out.write_text(slides_html(exporter, nb), encoding="utf-8")
         written.append(out)
     print(f"[normlab] {len(written)} slide deck(s) -> {SLIDES_OUT.relative_to(ROOT)}/ (open one in a browser; "
           f"press S for speaker notes)")
     largest = max(written, key=lambda f: f.stat().st_size)
     print(f"[normlab] largest deck {largest.name}: {largest.stat().st_size / 2**20:.2f} MiB")
     return written
+
+
+def mark_exercises(nb: nbformat.NotebookNode, source: Path) -> int:
+    """Mark the executed notebook's exercise answers from its source's solution markers (normlab.course:
+    ``### BEGIN SOLUTION``, ``# solution-only``, ``<!-- BEGIN SOLUTION -->``, the ``solution`` tag), which
+    the executed solution copy no longer carries: each such cell gets ``metadata.normlab_learner``, the
+    learner version of its source ("" when the learner version drops it). The layout shows that on the
+    slide and keeps the answer and its check's result to the speaker notes. Returns the cells marked."""
+    import jupytext
+
+    from normlab import course
+
+    if not source.exists():
+        return 0
+    pairs = []
+    for cell in jupytext.read(source).cells:
+        probe = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("pass"), cell])
+        solution = course.versions(probe, learner=False).cells[1].source
+        learner = course.versions(probe, learner=True).cells[1:]
+        learner_src = learner[0].source if learner and not course.is_solution_cell(cell) else ""
+        if learner_src != solution:
+            pairs.append((solution, learner_src))
+    marked, k = 0, 0
+    for cell in nb.cells:
+        if k < len(pairs) and cell.source == pairs[k][0]:
+            cell.metadata["normlab_learner"] = pairs[k][1]
+            marked, k = marked + 1, k + 1
+    if k < len(pairs):
+        raise SystemExit(f"[normlab] {source.name}: {len(pairs) - k} exercise answer(s) of the source not found in "
+                         "its executed copy: execute it again (python tools/book.py execute)")
+    return marked
 
 
 # MathJax 3 (vendored) renders the slides' math; it must be configured before it loads, since
