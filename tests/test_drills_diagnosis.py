@@ -153,6 +153,8 @@ PATTERNS = [
                                                 * s.weight * s.weight + s.bias}), {"gain_use", "var_squared"}),
     ("layernorm", _ln(lambda s, x: (x - _mean(x)) / ((x - _mean(x)).abs().mean(-1, keepdim=True) + s.eps)),
      {"wrong_statistic"}),
+    # ε squared inside the root, next to the wrong power of the root
+    ("layernorm", _ln(lambda s, x: (x - _mean(x)) / (_var(x) + s.eps ** 2) ** 2), {"var_squared", "eps_ignored"}),
     # ε hard-coded, next to a mistake the fast path does not know
     ("layernorm", _ln(lambda s, x: (x - _mean(x)) / (_var(x) + 1e-5) ** 2), {"var_squared", "eps_ignored"}),
 ]

@@ -118,7 +118,10 @@ def property_findings(kind: str, props: Props, expected_axes: tuple[int, ...], s
                                      "应为 sqrt(var + ε)，不是 sqrt(var) + ε（或 std + ε）")
     elif props.eps_kind == "inside" and eps is not None and props.eps_value is not None:
         v = props.eps_value
-        if _close(v, eps / props.n, 0.1) and not _close(v, eps, 0.1):
+        if _close(v, eps * eps, 0.1):
+            texts["eps_ignored"] = (f"ε 被平方了 (eps squared)：传入 eps={eps:g}，输出相当于 eps≈{v:.2g} = ε²；"
+                                    "应为 sqrt(var + ε)，不是 sqrt(var + ε²)")
+        elif _close(v, eps / props.n, 0.1) and not _close(v, eps, 0.1):
             texts["eps_ignored"] = (f"ε 加在了平方和上 (eps added to the sum)：sqrt(Σx² + ε) 相当于 sqrt(mean(x²) + ε/n)，"
                                     f"n = {props.n}；应为 sqrt(mean(x²) + ε)")
         elif not (_close(v, eps, 0.1) or _close(v, eps * (props.n - 1) / props.n, 0.1)):
