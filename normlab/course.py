@@ -182,10 +182,11 @@ def with_banner(nb, stem: str):
 def read_source(src: Path):
     import jupytext
 
+    from .kernelmeta import kernel_metadata
     from .predictions import with_prediction_cells   # a choice widget after each 先想一想 (issue 28)
 
     nb = with_prediction_cells(without_teacher_notes(jupytext.read(src)), src.stem)
-    nb.metadata.setdefault("kernelspec", {"name": "python3", "display_name": "Python 3", "language": "python"})
+    nb.metadata.update(kernel_metadata())   # what JupyterLab would write on opening it (else: unsaved at once)
     return nb
 
 
