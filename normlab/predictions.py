@@ -2,8 +2,8 @@
 Core, standard library only: normlab.course calls ``with_prediction_cells`` at export (no torch, no
 anywidget; a core module, so course.py imports no wing). The widgets are normlab/widgets/predict.py.
 
-The choices live in normlab/widgets/data/predictions.toml (lesson, a stable id, the prompt's first words, options, the
-right option), not in the notebook sources: a new code cell in a source would change its recorded
+The choices live in normlab/predictions_data.py (lesson, a stable id, the prompt's first words, options,
+the right option), not in the notebook sources: a new code cell in a source would change its recorded
 fingerprint. At export each prompt's markdown cell gets a code cell right after it,
 
     from normlab.widgets import predict
@@ -23,11 +23,11 @@ import json
 import os
 import re
 import time
-import tomllib
 from functools import lru_cache
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parent / "widgets" / "data" / "predictions.toml"
+from .predictions_data import PROMPTS
+
 MARK = "**先想一想**"
 PREDICT_TAG, SUMMARY_TAG = "normlab-predict", "normlab-predict-summary"
 STORAGE_KEY = "normlab.predictions"          # the browser's localStorage key (book, slides)
@@ -41,18 +41,16 @@ class PredictionError(ValueError):
 # --- the data ---------------------------------------------------------------------------------------------
 
 @lru_cache(maxsize=None)
-def _load(path: Path, mtime: float) -> tuple[dict, ...]:
-    with open(path, "rb") as f:
-        raw = tomllib.load(f)
+def _load() -> tuple[dict, ...]:
     out = []
-    for p in raw.get("prompt", []):
+    for p in PROMPTS:
         entry = dict(p)
         missing = [k for k in ("lesson", "id", "starts", "options", "answer", "evidence") if k not in entry]
         if missing:
-            raise PredictionError(f"{path.name}: 条目 (entry) {entry.get('id', '?')} 缺少 {', '.join(missing)}")
+            raise PredictionError(f"predictions_data: 条目 (entry) {entry.get('id', '?')} 缺少 {', '.join(missing)}")
         entry["keys"] = list(KEYS[: len(entry["options"])])
         if entry["answer"] not in entry["keys"]:
-            raise PredictionError(f"{path.name}: {entry['lesson']}.{entry['id']} 的 answer "
+            raise PredictionError(f"predictions_data: {entry['lesson']}.{entry['id']} 的 answer "
                                   f"{entry['answer']!r} 不是选项之一 (not one of {entry['keys']})")
         out.append(entry)
     return tuple(out)
@@ -60,7 +58,7 @@ def _load(path: Path, mtime: float) -> tuple[dict, ...]:
 
 def entries(lesson: str | None = None) -> list[dict]:
     """The prompts' entries (each: lesson, id, starts, options, keys, answer, evidence, ask?)."""
-    es = _load(DATA, DATA.stat().st_mtime)
+    es = _load()
     return [dict(e) for e in es if lesson is None or e["lesson"] == lesson]
 
 

@@ -1,4 +1,4 @@
-"""The 先想一想 choices (issue 28 item 2): normlab/widgets/data/predictions.toml against the lessons.
+"""The 先想一想 choices (issue 28 item 2): normlab/predictions_data.py against the lessons.
 
 * every **先想一想** prompt of 01-09 has exactly one entry and every entry ties to exactly one prompt;
 * the right option is the one the lesson's own answer (the <details> after the prompt) gives: the
