@@ -113,7 +113,9 @@ class Recording:
 
         self.src, self.text = src, src.read_bytes()
         self.hash = execution.source_hash(src, self.text)
-        self.nb = jupytext.read(src)                 # the book's notebook: speaker notes included
+        from normlab.predictions import with_prediction_cells
+
+        self.nb = with_prediction_cells(jupytext.read(src), src.stem)   # notes included; the 先想一想 choices as exported
         if nbtools.has_solutions(self.nb):
             self.nb = nbtools.versions(self.nb, learner=False)
         self.messages: list[dict] = []
