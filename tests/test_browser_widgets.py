@@ -361,7 +361,7 @@ def toy_site(tmp_path_factory):
     sys.path.insert(0, str(ROOT / "tools"))
     import book
     import execution
-    import slides
+    import slides as decks
     import static_outputs as static
 
     d = tmp_path_factory.mktemp("toysite")
@@ -394,8 +394,8 @@ def toy_site(tmp_path_factory):
 
     slides = d / "slides"
     slides.mkdir()
-    slides.copy_slide_vendor(slides)
-    (slides / "99_toy.slides.html").write_text(slides.slides_html(slides.slides_exporter(), nb), encoding="utf-8")
+    decks.copy_slide_vendor(slides)
+    (slides / "99_toy.slides.html").write_text(decks.slides_html(decks.slides_exporter(), nb), encoding="utf-8")
     return site / "html", slides
 
 
