@@ -214,9 +214,16 @@ def save_figures(nb, stem: str) -> int:
     return n
 
 
+OUTPUT_TIMEOUT = 60   # s nbval waits for a cell's next output message after its reply (nbval's own: 5)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_setup(item):
-    """The first cell of a solution copy: nbval starts its kernel here, in the book's environment."""
+    """The first cell of a solution copy: nbval starts its kernel here, in the book's environment.
+    Every cell: nbval's 5 s wait for the outputs after the reply becomes OUTPUT_TIMEOUT (on a loaded
+    machine a cell's progress-bar messages came more than 5 s late and failed a learner copy)."""
+    if is_cell(item):
+        item.output_timeout = max(getattr(item, "output_timeout", 0), OUTPUT_TIMEOUT)
     nbfile = item.parent if is_cell(item) else None
     src = source_of(nbfile.path) if nbfile is not None and nbfile.kernel is None else None
     if src is None:
