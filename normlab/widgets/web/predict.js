@@ -105,7 +105,7 @@ function renderSummary(model, el, root, spec, live) {
       if (g) { done += 1; if (ok) right += 1; }
       const tr = nlHtml("tr", { "data-key": p.key, "data-result": ok === null ? "none" : ok ? "right" : "wrong" }, body);
       nlHtml("td", { text: String(i + 1) }, tr);
-      nlHtml("td", { class: "nl-pr-prompt", text: `${p.starts || p.id}…` }, tr);
+      nlHtml("td", { class: "nl-pr-prompt", text: `${(p.starts || p.id).replace(/`/g, "")}…` }, tr);
       nlHtml("td", { text: g ? optionText(p, g) : "— 没有预测 (no guess)" }, tr);
       nlHtml("td", { text: optionText(p, p.answer) }, tr);
       nlHtml("td", { class: "nl-pr-result", text: ok === null ? "—" : ok ? "✓ 对 (right)" : "✗ 错 (wrong)" }, tr);
