@@ -31,17 +31,14 @@ tests/ use it. Three jobs:
    triggered it (user_properties; under xdist the controller prints).
 
 Why the learner copy still runs whole (issue 27 item 2: not solved here). A learner copy is the
-solution copy with the answers replaced by ``raise NotImplementedError``; its first differing code
-cell (the exercises) comes after 60-70 % of the code cells, and its cost is almost all that identical
-prefix. Skipping the prefix needs the differing cells to start in a kernel holding the solution run's
-exact state at that point. Pickling a namespace of torch models, widgets, generators and figures is
-not complete; forking the kernel (Linux only) leaves the child with the parent's ZeroMQ sockets and
-comm machinery; the cheaper substitutes (the learner cells run after the solution's in one kernel,
-results cached inside normlab, a def-use slice of the prefix) can each let a learner copy pass that
-fails for a learner (a name defined only by a removed solution cell, a changed random stream, global
-state) and cannot be shown equivalent. So the learner copy runs top to bottom as a learner runs it,
-in the default JupyterLab setting (live widgets, no figure output): it also covers the widgets' live
-path, which the solution copies (static, for the book) no longer take.
+solution copy with each answer replaced by ``raise NotImplementedError``; its exercises come after
+60-70 % of the code cells, and its cost is that identical prefix. Skipping the prefix needs the
+exercises to start in a kernel holding the solution run's exact state there: pickling a namespace of
+torch models, widgets and figures is incomplete, a forked kernel keeps its parent's ZeroMQ sockets,
+and the cheaper substitutes (one kernel for both tails, results cached in normlab, a def-use slice)
+cannot be shown to behave as a learner's run. So the learner copy runs top to bottom, in JupyterLab's
+default setting (live widgets, no figure output): the widgets' live path, which the solution copies
+(static, for the book) no longer take.
 """
 
 from __future__ import annotations
