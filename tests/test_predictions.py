@@ -82,7 +82,9 @@ def test_right_option_is_the_lessons_answer(lesson, prompt, rest):
     else:
         right = e["options"][e["keys"].index(e["answer"])]
         if e["id"] in WORDED_DIFFERENTLY:           # checked by hand: the answer's own words, quoted
-            for quote in WORDED_DIFFERENTLY[e["id"]]:
+            reading, quotes = WORDED_DIFFERENTLY[e["id"]]
+            assert right == reading, (e["id"], right, reading)
+            for quote in quotes:
                 assert quote in answer, (e["id"], quote, answer[:200])
         else:
             assert norm(right) in norm(answer), (e["id"], right, answer[:120])
@@ -91,15 +93,17 @@ def test_right_option_is_the_lessons_answer(lesson, prompt, rest):
         assert lo <= float(m[0]) <= float(m[1]) < hi, (e["id"], key, m, lo, hi)
 
 
-# Right options whose words the lesson's answer does not repeat verbatim: the answer's words that
-# make the option right (each must still be in the answer).
+# Right options whose words the lesson's answer does not repeat verbatim, read by hand: id -> (the
+# option the answer makes right, the answer's words that make it so; each must still be in the answer).
 WORDED_DIFFERENTLY = {
-    "var-default": ["**除以 E − 1**", r"$\sqrt{(E-1)/E} = \sqrt{7/8} \approx 0.935$ 倍"],
-    "padding": ["**BN 会变，LN 一位不差**"],
-    "top-ffn-grad": ["**Post-LN 大**，是 Pre-LN 的"],
-    "qk-logit": ["**不加时是原来的", "三种 QK-norm 都把最大 logit 压在十几到二十几"],
-    "ln-grad-identity": ["**LayerNorm：(C)；RMSNorm：只有 (B)。**"],
-    "add-ln-bytes": ['**第二问：一定更慢，但"2.5 倍"只是量级**', "都大于 1.5"],
+    "var-default": ("除以 E − 1：输出 × √(7/8) ≈ 0.935",
+                    ["**除以 E − 1**", r"$\sqrt{(E-1)/E} = \sqrt{7/8} \approx 0.935$ 倍"]),
+    "padding": ("BN 会变，LN 不变", ["**BN 会变，LN 一位不差**"]),
+    "top-ffn-grad": ("Post-LN 大，大几倍", ["**Post-LN 大**，是 Pre-LN 的"]),
+    "qk-logit": ("不加：原来的十几到几十倍；加了：压在十几到二十几",
+                 ["**不加时是原来的", "三种 QK-norm 都把最大 logit 压在十几到二十几"]),
+    "ln-grad-identity": ("LayerNorm：两条都满足 (C)；RMSNorm：只有 (B)", ["**LayerNorm：(C)；RMSNorm：只有 (B)。**"]),
+    "add-ln-bytes": ("更慢，但 2.5 倍只是量级（都在 1.5 倍以上）", ['**第二问：一定更慢，但"2.5 倍"只是量级**', "都大于 1.5"]),
 }
 # Options that name an order of magnitude: the lesson's recorded range (its <!--rec--> marker) must
 # lie in it, so a re-sweep that moved the number out of "几倍" fails here.
