@@ -437,7 +437,10 @@ def site_url(request):
 # --- the built book and slides -----------------------------------------------------------------------
 
 def pages_with_widgets(folder: Path, pattern: str) -> list[Path]:
-    return sorted(p for p in folder.glob(pattern) if 'class="normlab-web"' in p.read_text(encoding="utf-8"))
+    """The pages holding an explorer or a gradient-flow widget (the 先想一想 choices are on every lesson's
+    page: tests/test_predictions.py drives them)."""
+    return sorted(p for p in folder.glob(pattern)
+                  if any(f'data-widget="{w}"' in p.read_text(encoding="utf-8") for w in ("explorer", "gradflow")))
 
 
 def real_widgets(page) -> list:
