@@ -30,6 +30,7 @@ from .predictions_data import PROMPTS
 
 MARK = "**先想一想**"
 PREDICT_TAG, SUMMARY_TAG = "normlab-predict", "normlab-predict-summary"
+HIDE_INPUT = "remove-input"                  # the book shows the widget, not its two lines of code (slides: always)
 STORAGE_KEY = "normlab.predictions"          # the browser's localStorage key (book, slides)
 KEYS = "ABCDEFGH"
 
@@ -116,10 +117,10 @@ def with_prediction_cells(nb, stem: str):
         for text in prompt_texts(cell.source):
             e = match(text, lesson)
             if e is not None:
-                cells.append(nbformat.v4.new_code_cell(ask_source(lesson, e["id"]), metadata={"tags": [PREDICT_TAG]}))
+                cells.append(nbformat.v4.new_code_cell(ask_source(lesson, e["id"]), metadata={"tags": [PREDICT_TAG, HIDE_INPUT]}))
                 asked += 1
     if asked:
-        cells.append(nbformat.v4.new_code_cell(summary_source(lesson), metadata={"tags": [SUMMARY_TAG]}))
+        cells.append(nbformat.v4.new_code_cell(summary_source(lesson), metadata={"tags": [SUMMARY_TAG, HIDE_INPUT]}))
     nb.cells = cells
     return nb
 
