@@ -257,3 +257,83 @@ def test_static_choices_are_kept_in_the_browser_and_scored(browser, static_page,
     assert size >= 15, size
     page.close()
     assert not problems, problems
+
+
+# --- through the book's and the slides' real build (Sphinx, the slides' exporter), no kernel -----------
+
+PREDICT_CELLS = 'from normlab.widgets import predict\npredict.ask("01", "depth-std")'
+
+
+@pytest.fixture(scope="module")
+def predict_site(tmp_path_factory):
+    """A one-notebook book and deck holding a choice and the summary of lesson 01, built as tools/book.py
+    builds the course's (executed with NORMLAB_STATIC=1, static_widgets, Sphinx, the slides' exporter)."""
+    import sys
+
+    import nbformat
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import book
+    import execution
+    import slides as decks
+    import static_outputs as static
+
+    d = tmp_path_factory.mktemp("predictsite")
+    header = (ROOT / "notebooks" / "00_course_map.md").read_text(encoding="utf-8").split("---", 2)[1]
+    src = d / "98_predict_toy.md"
+    src.write_text(f"---{header}---\n\n# 预测\n\n**先想一想**：……\n\n```{{code-cell}} ipython3\n:tags: [remove-input]\n\n"
+                   f"{PREDICT_CELLS}\n```\n\n## 小结\n\n```{{code-cell}} ipython3\n{P.summary_source('01')}\n```\n",
+                   encoding="utf-8")
+    executed = execution.EXECUTED / f"{src.stem}.ipynb"
+    try:
+        execution.execute_all(jobs=1, srcs=[src])
+        nb = nbformat.read(executed, 4)
+    finally:
+        executed.unlink(missing_ok=True)
+    site = d / "book"
+    (site / "notebooks").mkdir(parents=True)
+    (site / "_static").mkdir()
+    (site / "_extra").mkdir()
+    for name in ("_config.yml", "favicon.png"):
+        (site / name).write_bytes((ROOT / "book" / name).read_bytes())
+    (site / "_static" / "normlab.js").write_text(book.THEME_JS, encoding="utf-8")
+    if (ROOT / "book" / "normlab.css").exists():
+        (site / "_static" / "normlab.css").write_bytes((ROOT / "book" / "normlab.css").read_bytes())
+    (site / "intro.md").write_text(f"# 首页\n\n[预测](notebooks/{src.stem})\n", encoding="utf-8")
+    static.static_widgets(nb)
+    nbformat.write(nb, site / "notebooks" / f"{src.stem}.ipynb")
+    (site / "_toc.yml").write_text(f"format: jb-book\nroot: intro\nchapters:\n  - file: notebooks/{src.stem}\n",
+                                   encoding="utf-8")
+    book.write_sphinx_conf(site)
+    assert book.sphinx_build(site, site / "html") == 0
+    deck = d / "slides"
+    deck.mkdir()
+    decks.copy_slide_vendor(deck)
+    (deck / f"{src.stem}.slides.html").write_text(decks.slides_html(decks.slides_exporter(), nb), encoding="utf-8")
+    return site / "html" / "notebooks" / f"{src.stem}.html", deck / f"{src.stem}.slides.html"
+
+
+@pytest.mark.parametrize("where", ["book", "slides"])
+def test_choice_in_the_built_book_and_slides(browser, predict_site, artifacts, where):
+    from test_browser_widgets import show_slide, watch, widgets
+
+    path = predict_site[0] if where == "book" else predict_site[1]
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    problems = watch(page)
+    page.goto(path.as_uri(), wait_until="load")
+    if where == "slides":
+        page.wait_for_selector(".reveal.ready", timeout=15000)
+    assert len(widgets(page)) == 2 and not page.locator(".normlab-web-failed").count()
+    if where == "book":
+        assert "predict.ask" not in page.locator("body").inner_text()        # remove-input: the widget, not its code
+    ask = page.locator(".nl-pr-ask")
+    if where == "slides":
+        show_slide(page, page.locator(".normlab-web").first.element_handle())
+    ask.scroll_into_view_if_needed()
+    page.wait_for_timeout(300)
+    ask.get_by_role("radio", name="(B)").click()
+    assert ask.get_attribute("data-saved") == "1"
+    assert page.locator(".nl-pr-summary").get_attribute("data-right") == "1"
+    ask.screenshot(path=str(artifacts / f"predict_{where}.png"))
+    page.close()
+    assert not problems, problems
