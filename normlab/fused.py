@@ -32,6 +32,19 @@ HINT = "需要可选依赖 triton (optional extra)：.venv/bin/pip install -e '.
 KERNEL_SOURCE = Path(__file__).with_name("fused_kernel.py").read_text(encoding="utf-8")
 
 _kernel_module: ModuleType | None = None
+# The oldest Triton the kernel was checked with (the `fused` extra's floor). Triton 3.0, which torch
+# 2.4's CUDA wheel brings along, runs it in the interpreter but gives a wrong h = x + r (off by ~8).
+TRITON_MIN = (3, 5)
+
+
+def triton_version() -> tuple[int, ...]:
+    """The installed Triton's (major, minor), from its metadata ((0,) when unknown)."""
+    from importlib import metadata
+
+    try:
+        return tuple(int(p) for p in metadata.version("triton").split(".")[:2])
+    except (metadata.PackageNotFoundError, ValueError):
+        return (0,)
 
 
 def _kernel() -> ModuleType | None:
@@ -39,6 +52,8 @@ def _kernel() -> ModuleType | None:
     global _kernel_module
     if _kernel_module is None:
         if importlib.util.find_spec("triton") is None:   # not installed: leave the environment alone
+            return None
+        if triton_version() < TRITON_MIN:                    # older than the kernel was checked with
             return None
         if not torch.cuda.is_available():
             os.environ.setdefault("TRITON_INTERPRET", "1")   # no GPU: Triton's interpreter runs the kernel
