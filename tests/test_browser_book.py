@@ -21,7 +21,7 @@ import slide_style as style  # noqa: E402
 import slides  # noqa: E402  (tools/slides.py)
 import static_outputs as static  # noqa: E402
 
-EXTRA = tuple(Path(p).stem for p in book.EXTRA_PAGES)   # the glossary and the teachers' guide
+EXTRA = tuple(Path(p).stem for p in book.EXTRA_PAGES)   # the glossary (the teachers' guide: only in the teacher build)
 
 
 def source_of(page_name: str) -> str:

@@ -214,6 +214,8 @@ class SlideLayout:
         """A text output with more characters than a slide shows (SLIDE_TEXT, less a title): its first
         lines and OUTPUT_CUT; the whole text goes to the notes."""
         data = out.get("data", {})
+        if "text/markdown" in data and set(data) <= {"text/markdown", "text/plain"}:
+            return self.markdown_head(out)
         if out.get("output_type") != "stream" and set(data) != {"text/plain"}:
             return out
         text = output_text(out)
@@ -224,6 +226,29 @@ class SlideLayout:
             lines.pop()
         self.notes.append("完整输出 (full output)：\n\n```text\n" + text.rstrip("\n") + "\n```")
         return nbformat.v4.new_output("stream", name="stdout", text="\n".join(lines + [OUTPUT_CUT]) + "\n")
+
+    def markdown_head(self, out):
+        """A markdown output (a listing: a heading line and a code block) with more characters than a
+        slide shows: its units while they fit, a code block cut to its first lines and CODE_CUT."""
+        md = "".join(out["data"]["text/markdown"])
+        room = SLIDE_TEXT - 60
+        if output_chars(out) <= room:
+            return out
+        kept, used = [], 0
+        for kind, text in markdown_units(md):
+            if used + unit_text(kind, text) <= room:
+                kept.append((kind, text))
+                used += unit_text(kind, text)
+                continue
+            if kind == "code":
+                lines = text.split("\n")
+                body = lines[1:-1]
+                while body and used + text_chars("\n".join(body + [CODE_CUT])) > room:
+                    body.pop()
+                kept.append((kind, "\n".join(lines[:1] + body + [CODE_CUT, lines[-1]])))
+            break
+        self.notes.append("完整输出 (full output)：\n\n" + md)
+        return nbformat.v4.new_output("display_data", data={"text/markdown": join_units(kept), "text/plain": ""})
 
     # -- an exercise's answer (tools/slides.py mark_exercises)
     def exercise(self, cell, learner: str, question: bool) -> None:

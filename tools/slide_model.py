@@ -196,7 +196,7 @@ def output_chars(out) -> int:
     if html:
         return text_chars(strip_tags(re.sub(r"<(script|style)\b.*?</\1>", "", html, flags=re.S)))
     if "text/markdown" in data:
-        return text_chars(visible_prose("".join(data["text/markdown"])))
+        return sum(unit_text(k, t) for k, t in markdown_units("".join(data["text/markdown"])))
     text = out.get("text", "") if out.get("output_type") == "stream" else data.get("text/plain", "")
     return text_chars("".join(text))
 
