@@ -255,11 +255,6 @@ class SlideLayout:
         """A cell that holds an exercise's answer: the slide shows what the learners have (the learner
         version of its source, no output: while they work, the reference code and "通过 PASSED" stay
         off the screen); the reference answer and its check's result go to the speaker notes."""
-        if cell.cell_type == "markdown":
-            if learner.strip():
-                self.markdown(learner)
-            self.notes.append("参考答案 (reference answer)：\n\n" + cell.source)
-            return
         if learner.strip():
             shown = nbformat.v4.new_code_cell(learner)
             shown.metadata.update({k: v for k, v in cell.metadata.items() if k != "normlab_learner"})
@@ -344,13 +339,19 @@ def slide_types(nb: nbformat.NotebookNode) -> SlideLayout:
     question = False        # between a 先想一想 question and its <details> answer
     for i, cell in enumerate(nb.cells):
         kind = cell.metadata.get("slideshow", {}).get("slide_type")
-        if kind == "notes":
-            layout.notes.append(cell.source)
-        elif kind == "skip":
+        if kind in ("notes", "skip"):
+            if kind == "notes":
+                layout.notes.append(cell.source)
             continue
-        elif "normlab_learner" in cell.metadata:
+        if "normlab_learner" in cell.metadata and cell.cell_type == "code":
             layout.exercise(cell, cell.metadata["normlab_learner"], question)
-        elif cell.cell_type == "markdown" and question and ANSWER.match(cell.source):
+            continue
+        if "normlab_learner" in cell.metadata:        # markdown: the answer to the notes, the rest as markdown
+            layout.notes.append("参考答案 (reference answer)：\n\n" + cell.source)
+            cell = nbformat.v4.new_markdown_cell(cell.metadata["normlab_learner"])
+            if not cell.source.strip():
+                continue
+        if cell.cell_type == "markdown" and question and ANSWER.match(cell.source):
             answer, rest = split_answer(cell.source)
             layout.answer(answer)
             question = False

@@ -1,6 +1,7 @@
 """The lecture slides: each executed notebook as a reveal.js deck, offline.
 
     python tools/book.py slides      # -> build/slides/NN_name.slides.html (reveal.js, vendored)
+    python tools/book.py slides --only 06    # one deck (what is not current is executed first)
 
 The layout is tools/slide_layout.py's, the look tools/slide_style.py's CSS. Nothing is executed here
 that an earlier execution (a test run's nbval, or `tools/book.py book`) already made."""
