@@ -105,3 +105,29 @@ def test_gpu_record_tables_are_consistent():
         # the byte model's prediction, measured: the fused kernel (16 B/elem) beats the unfused pair (20 B/elem)
         assert table["add_rms_norm_triton"]["median_ms"] < table["add_rms_norm"]["median_ms"], case
     assert "float32 (64, 512, 1024)" in bench.recorded_gpu_table().title
+
+
+def test_the_gpu_table_in_04_is_the_record():
+    """Every number of 04's GPU table (ms, LN/RMS, unfused/Triton) and the ranges its prose quotes are read
+    off normlab/records/gpu_04.json: a new record with other numbers fails here until 04 says them."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "notebooks" / "04_rmsnorm.md").read_text(encoding="utf-8")
+    rec = bench.recorded_gpu()["do_bench"]
+    ratios = []
+    for case, t in rec.items():
+        dtype, shape = case.split(" ", 1)
+        label = shape.strip("()").replace(", ", "×") + " " + dtype
+        ms = {k: t[k]["median_ms"] for k in t}
+        ratios.append(ms["add_rms_norm"] / ms["add_rms_norm_triton"])
+        row = (f"| {label} | {ms['copy']:.3f} | {ms['layer_norm']:.3f} | {ms['rms_norm']:.3f} | "
+               f"{ms['layer_norm'] / ms['rms_norm']:.2f} | {ms['add_rms_norm']:.3f} | {ms['add_rms_norm_triton']:.3f} | "
+               f"{ms['add_rms_norm'] / ms['add_rms_norm_triton']:.2f} |")
+        assert row in text, row
+    assert f"快 {min(ratios):.2f}–{max(ratios):.2f} 倍" in text
+    f32 = rec["float32 (64, 512, 1024)"]
+    assert f"{f32['layer_norm']['GBps'] / f32['copy']['GBps']:.0%}" in text
+    err = max(r["y_max_abs_err"] for r in bench.recorded_gpu()["kernel_errors"] if r["dtype"] == "float32")
+    assert f"最多差 {err:.1e}" in text
+    assert re.search(r"NVIDIA H200", text) and "H200" in bench.recorded_gpu()["gpu"]
