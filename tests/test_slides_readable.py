@@ -144,7 +144,7 @@ def test_the_size_check_fails_on_the_old_css(browser, tmp_path):
     assert not any(new["small"].values()) and all(new["counted"].values()), new
 
 
-# The sizes before issue 28 item 10 (tools/slide_style.py at 5a2cce9), appended after SLIDE_CSS less its
+# The sizes before issue 28 item 10 (tools/slide_style.py at c68e76d), appended after SLIDE_CSS less its
 # widget rule (the widgets' own CSS then sets their labels' 14-16px).
 OLD_SIZES = """
 .reveal div.highlight > pre { font-size: 19px; }
