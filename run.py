@@ -214,7 +214,7 @@ def torch_pip_args(choice: str, probe=None) -> tuple[list[str], str]:
 
 def torch_requirement(lock: Path | None = None) -> str:
     """What the torch step installs: the exact tested torch of this Python's constraints file
-    ("torch==2.13.0"); without one, the range pyproject.toml declares ("torch>=2.4,<2.15")."""
+    ("torch==2.13.0"); without one, the range pyproject.toml declares ("torch>=2.7.1,<2.15")."""
     import tomllib
 
     lock = LOCK if lock is None else lock

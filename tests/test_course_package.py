@@ -63,7 +63,7 @@ def test_the_wheel_carries_the_lessons_the_glossary_and_the_command(wheel):
         assert "normlab-course = normlab.course:main" in z.read(entry).decode("utf-8")
     declared = next(d for d in tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
                     ["dependencies"] if d.startswith("torch"))
-    assert declared == "torch>=2.4,<2.15" and len(requires) == 1
+    assert declared == "torch>=2.7.1,<2.15" and len(requires) == 1
     assert sorted(requires[0].removeprefix("torch").split(",")) == sorted(declared.removeprefix("torch").split(","))
 
 

@@ -55,7 +55,7 @@ def test_environment_yml_matches_pyproject():
     assert [r for r in pip if r.startswith("-e")] == ["-e ."], "the course package itself, without extras"
     python = [d for d in env["dependencies"] if isinstance(d, str) and d.startswith("python")]
     assert python and version_tuple(python[0].split("=")[-1]) >= version_tuple(requires_python(project))
-    assert "torch>=2.4,<2.15" in project["dependencies"]   # the range tested under nbval (README)
+    assert "torch>=2.7.1,<2.15" in project["dependencies"]   # the range tested under nbval (README)
 
 
 def would_install(env: dict, project: dict) -> set[str]:
@@ -114,7 +114,7 @@ def test_tested_versions_are_recorded_and_satisfy_pyproject(minor):
     lock = dict(line.split("==") for line in text.splitlines() if "==" in line and not line.startswith("#"))
     lock = {k.lower().replace("_", "-"): v for k, v in lock.items()}
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    torch_range = next(r for r in project["dependencies"] if r.startswith("torch"))   # "torch>=2.4,<2.15"
+    torch_range = next(r for r in project["dependencies"] if r.startswith("torch"))   # "torch>=2.7.1,<2.15"
     low, high = (version_tuple(b) for b in re.findall(r"[<>]=?([\d.]+)", torch_range))
     assert low <= version_tuple(lock["torch"]) < high, "run.py's exact torch lies in the declared range"
     for name in ("numpy", "matplotlib", "ipywidgets", "jupyterlab", "jupytext", "nbval", "pytest", "mplfonts"):

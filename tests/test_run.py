@@ -447,10 +447,10 @@ def test_env_check_warns_on_a_cuda_build_without_a_gpu():
 
 def test_env_check_knows_the_tested_torch_range():
     from normlab.env import torch_in, unexpected
-    for version, inside in [("2.3.1", False), ("2.4.0", True), ("2.13.0+cpu", True), ("2.14.1", True),
-                            ("2.15.0", False), ("2.15.0.dev20261101+cu130", False)]:
-        assert torch_in(version, "<2.15,>=2.4") == inside, version
-        warned = unexpected((3, 11), "CPU", None, False, "linux", version, "<2.15,>=2.4")
+    for version, inside in [("2.4.0", False), ("2.6.0+cu124", False), ("2.7.1", True), ("2.13.0+cpu", True),
+                            ("2.14.1", True), ("2.15.0", False), ("2.15.0.dev20261101+cu130", False)]:
+        assert torch_in(version, "<2.15,>=2.7.1") == inside, version
+        warned = unexpected((3, 11), "CPU", None, False, "linux", version, "<2.15,>=2.7.1")
         assert bool(warned) != inside and all(version in w for w in warned)
 
 
@@ -458,7 +458,7 @@ def test_torch_step_installs_the_exact_tested_torch_and_without_a_lock_the_decla
     lock = tmp_path / "requirements-tested.txt"
     lock.write_text("# header\nnumpy==2.4.6\ntorch==2.13.0\ntriton==3.9.0\n", encoding="utf-8")
     assert runpy.torch_requirement(lock) == "torch==2.13.0"
-    assert runpy.torch_requirement(tmp_path / "missing.txt") == "torch>=2.4,<2.15"
+    assert runpy.torch_requirement(tmp_path / "missing.txt") == "torch>=2.7.1,<2.15"
     assert runpy.torch_requirement() == f"torch=={runpy.LOCK.read_text(encoding='utf-8').split('torch==')[1].split()[0]}"
 
 
@@ -466,7 +466,7 @@ def test_env_check_on_this_machine_matches_the_install():
     import torch
     from normlab import env
     check = env.check()
-    assert sorted(check.pin.split(",")) == ["<2.15", ">=2.4"] and check.torch_as_pinned   # normlab's metadata
+    assert sorted(check.pin.split(",")) == ["<2.15", ">=2.7.1"] and check.torch_as_pinned   # normlab's metadata
     assert check.build.startswith("CUDA") == bool(torch.version.cuda)
     table = str(env.report())
     assert check.build in table and ("warning" in table) == bool(check.warnings)
