@@ -125,7 +125,11 @@ class Hub:
     # ------------------------------------------------------------------------------- lifecycle
     def start(self) -> "Hub":
         env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTERHUB_", "NORMLAB_"))}
-        env.update(PYTHONUTF8="1", PATH=f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}")
+        # The hub runs in C.UTF-8 whatever the caller's locale: under zh_CN.GBK, JupyterHub's database
+        # migrations (alembic) rebuild the venv's path through the locale's encoding, and a venv in a folder
+        # named in Chinese becomes mojibake ("Path doesn't exist: .../瀛︿範 璇剧▼/..."): the hub exits.
+        env.update(PYTHONUTF8="1", LC_ALL="C.UTF-8", LANG="C.UTF-8",
+                   PATH=f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}")
         log = open(self.log_path, "a", encoding="utf-8")
         self.proc = subprocess.Popen([str(VENV_BIN / "jupyterhub"), "-f", str(self.state / "jupyterhub_config.py")],
                                      cwd=self.state, env=env, stdout=log, stderr=subprocess.STDOUT)
