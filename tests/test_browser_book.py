@@ -501,6 +501,7 @@ def test_book_build_fails_on_a_broken_internal_link(tmp_path, capfd):
     for name in ("_config.yml", "favicon.png"):
         (tmp_path / name).write_bytes((ROOT / "book" / name).read_bytes())
     (tmp_path / "_static" / "normlab.js").write_text("", encoding="utf-8")
+    (tmp_path / "_static" / "normlab.css").write_text("", encoding="utf-8")
     (tmp_path / "intro.md").write_text("# 首页\n\n[第一课](notebooks/a) · [不存在的页](notebooks/missing)\n", encoding="utf-8")
     (tmp_path / "notebooks" / "a.md").write_text("# 第一课\n\n正文。\n", encoding="utf-8")
     (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: notebooks/a\n", encoding="utf-8")

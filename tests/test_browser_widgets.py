@@ -385,6 +385,7 @@ def toy_site(tmp_path_factory):
     for name in ("_config.yml", "favicon.png"):
         (site / name).write_bytes((ROOT / "book" / name).read_bytes())
     (site / "_static" / "normlab.js").write_text(book.THEME_JS, encoding="utf-8")
+    (site / "_static" / "normlab.css").write_bytes((ROOT / "book" / "normlab.css").read_bytes())  # _config.yml names it
     (site / "intro.md").write_text("# 首页\n\n[玩具](notebooks/99_toy)\n", encoding="utf-8")
     static.static_widgets(nb)
     nbformat.write(nb, site / "notebooks" / "99_toy.ipynb")
