@@ -107,3 +107,18 @@ def test_dockerfile_pip_lines_match_the_package():
     base = re.search(r"^FROM \S+python-(3\.\d+)", text, re.M).group(1)
     requires = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["requires-python"]
     assert Version(base) in SpecifierSet(requires)
+
+
+def test_the_instructor_sizing_table_is_the_measurement():
+    """book/instructor.md's table (K learners running lesson 01 at once through the hub) is deploy/sizing.json,
+    written by `python3 tools/hub.py sizing --learners 1 2 4` on the course's 2-core machine."""
+    import json
+
+    d = json.loads((DEPLOY / "sizing.json").read_text(encoding="utf-8"))
+    guide = (ROOT / "book" / "instructor.md").read_text(encoding="utf-8")
+    assert sorted({r["K"] for r in d["rows"]}) == [1, 2, 4] and not any(r["error"] for r in d["rows"])
+    for k in (1, 2, 4):
+        rs = [r for r in d["rows"] if r["K"] == k]
+        secs, mem = [r["seconds"] for r in rs], [r["peak_mb"] for r in rs]
+        row = f"| {k} | {min(secs):.1f}–{max(secs):.1f} | {min(mem):.0f}–{max(mem):.0f} |"
+        assert row in guide, row
