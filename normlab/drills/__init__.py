@@ -47,7 +47,12 @@ editor. See progress.py and ``python -m normlab.drills --help``.
 Every check compares with torch's own functions (F.layer_norm, F.rms_norm, F.batch_norm) or
 float64 autograd; when an output differs, the known wrong formulas and their combinations
 (unbiased variance, eps outside the root / missing / ignored, no square root, (1 + weight),
-every subset of reduction axes, ...) are searched to name the mistake. A submission whose names
+every subset of reduction axes, ...) are searched to name the mistake (the fast path); when none
+fits, properties of the submission are measured as a black box (checks/properties.py, diagnosis.py):
+which elements share statistics, how the output scales with the input, whether it is centred and to
+what scale, where eps acts, how gamma and beta act, and for a backward a least-squares fit of grad_x
+on the true formula's terms along each axis; each property that differs from torch's is a finding
+in the candidate's words. A submission whose names
 or shapes differ from torch's (gamma/beta, a_2/b_2, (1, C, 1, 1) parameters, a required num_dims)
 is still checked; the difference is a production finding. Learner code runs under a time limit;
 an exception in any step, a wrong shape or dtype, NaN or a timeout becomes a finding of that step,
