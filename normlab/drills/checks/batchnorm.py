@@ -14,7 +14,7 @@ from .probes import (KIND_WORDS, PROD, Builder, _raised, close, fail, find_bias,
                      output_of, set_tensor, step, tensor_kind)
 from .diagnosis import affine_findings, as_findings, property_findings
 from .messages import KEEPDIM, PRECISION, is_broadcast_error
-from .properties import affine, measure
+from .properties import measure_module
 from .references import _bn_axes, _bshape, _torch_bn
 
 # ---------------------------------------------------------------- BatchNorm (module)
@@ -199,20 +199,10 @@ def _bn_properties(build, C, rank, g) -> list[Finding]:
         shp = _bshape(rank, C)
         x = torch.randn(BN_SHAPES[rank], generator=g) * 2 + torch.randn(shp, generator=g) * 1.5
 
-        def run(gain, bias):
-            for t, v, default in ((w, gain, torch.ones(C)), (b, bias, torch.zeros(C))):
-                if t is not None:
-                    set_tensor(t, default if v is None else v)
-            return output_of(mod, x).detach().double()
-
-        y = run(None, None)
-        if not torch.equal(y, run(None, None)) or not torch.isfinite(y).all():
+        measured = measure_module(mod, x, w, b, C, shp, g, _bn_axes(rank), 1e-2)
+        if measured is None:
             return []       # a random or non-finite output: no property can be measured on it
-        found = {} if w is None else affine(run, torch.randn(shp, generator=g).double() + 1,
-                                            None if b is None else torch.randn(shp, generator=g).double())
-        run(torch.zeros(C) if found.get("gain") in ("+w", "1+w") else None,
-            torch.ones(C) if found.get("bias") == "×b" else None)
-        props = measure(lambda t: output_of(mod, t).detach().double(), x, _bn_axes(rank), 1e-2)
+        found, props = measured
     except SubmissionError as err:
         if is_timeout(err):
             raise

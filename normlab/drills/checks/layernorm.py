@@ -13,7 +13,7 @@ from .formulas import FIXED_EPS, Formula, Probe, deviation_findings, imprecise, 
 from .messages import KEEPDIM, PRECISION, is_broadcast_error
 from .probes import (KIND_WORDS, PROD, Builder, _raised, close, fail, find_bias, find_gain, is_timeout, ok, output_of,
                      set_tensor, step, tensor_kind)
-from .properties import affine, measure
+from .properties import measure_module
 from .layernorm_production import _ln_default_eps, _ln_half
 from .references import _ln_reference
 
@@ -277,21 +277,10 @@ def _ln_properties(build, rms, kind, g, shape) -> list[Finding]:
         bname, b = (None, None) if rms else find_bias(mod, D, gname)
         x = torch.randn(shape, generator=g) * 2 + torch.randn(shape[:-1] + (1,), generator=g) * 1.5
 
-        def run(gain, bias):
-            for t, v, default in ((w, gain, torch.ones(D)), (b, bias, torch.zeros(D))):
-                if t is not None:
-                    set_tensor(t, default if v is None else v)
-            return output_of(mod, x).detach().double()
-
-        y = run(None, None)
-        if not torch.equal(y, run(None, None)) or not torch.isfinite(y).all():
+        measured = measure_module(mod, x, w, b, D, (D,), g, (len(shape) - 1,), eps)
+        if measured is None:
             return []       # a random or non-finite output: no property can be measured on it
-        found = {} if w is None else affine(run, torch.randn(D, generator=g).double() + 1,
-                                            None if b is None else torch.randn(D, generator=g).double())
-        # measure the normalisation with γ and β at the values that leave it alone in this submission
-        run(torch.zeros(D) if found.get("gain") in ("+w", "1+w") else None,
-            torch.ones(D) if found.get("bias") == "×b" else None)
-        props = measure(lambda t: output_of(mod, t).detach().double(), x, (len(shape) - 1,), eps)
+        found, props = measured
     except SubmissionError as err:
         if is_timeout(err):
             raise

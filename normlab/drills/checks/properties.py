@@ -29,6 +29,7 @@ import torch
 from torch import Tensor
 
 from ..report import SubmissionError
+from .probes import output_of, set_tensor
 
 
 @dataclass
@@ -188,3 +189,24 @@ def affine(run: Callable[[Tensor | None, Tensor | None], Tensor], w: Tensor, b: 
 
 def _near(a: Tensor, b: Tensor) -> bool:
     return a.shape == b.shape and bool(torch.allclose(a, b, rtol=1e-4, atol=1e-5 * (float(b.abs().max()) + 1e-12)))
+
+
+def measure_module(mod, x: Tensor, w: Tensor | None, b: Tensor | None, size: int, param_shape: tuple[int, ...],
+                   g: torch.Generator, axes: tuple[int, ...], eps: float | None) -> tuple[dict[str, str], Props] | None:
+    """A norm module's properties on `x`: first how γ (`w`) and β (`b`) act (γ = 0, 1, random; β = 0, 1, random),
+    then the normalisation, measured with γ and β at the values that leave it alone in this submission.
+    None when the output is random or not finite (nothing can be measured on it)."""
+    def run(gain, bias):
+        for t, v, default in ((w, gain, torch.ones(size)), (b, bias, torch.zeros(size))):
+            if t is not None:
+                set_tensor(t, default if v is None else v)
+        return output_of(mod, x).detach().double()
+
+    y = run(None, None)
+    if not torch.equal(y, run(None, None)) or not torch.isfinite(y).all():
+        return None
+    found = {} if w is None else affine(run, torch.randn(param_shape, generator=g).double() + 1,
+                                        None if b is None else torch.randn(param_shape, generator=g).double())
+    run(torch.zeros(size) if found.get("gain") in ("+w", "1+w") else None,
+        torch.ones(size) if found.get("bias") == "×b" else None)
+    return found, measure(lambda t: output_of(mod, t).detach().double(), x, axes, eps)
