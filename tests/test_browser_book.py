@@ -484,7 +484,12 @@ def test_the_slide_check_finds_what_is_cut_at_the_right_edge(browser, tmp_path, 
         assert result["problems"] == [] and not problems, result["problems"] + problems
         assert model_problems(result["blocks"]) == []
         rows = {b["where"].split('"')[1]: b["rows"] for b in result["blocks"]}
-        assert rows == {"长代码": 3, "缩进的长代码": 4, "不断开的长词": 3, "输出里的宽表": 1}, rows   # as the layout counts them (20px code)
+        # as the layout counts them (20px code), or fewer: under a zh_CN locale Chromium's monospace font is
+        # narrower and the 200-character line wraps into 2 rows, not 3 (seen in the GBK clean-clone run);
+        # the model may overcount, never undercount (model_problems above), and the long lines do wrap
+        counted = {"长代码": 3, "缩进的长代码": 4, "不断开的长词": 3, "输出里的宽表": 1}
+        assert set(rows) == set(counted) and all(rows[k] <= counted[k] for k in counted), rows
+        assert rows["长代码"] >= 2 and rows["缩进的长代码"] >= 3 and rows["不断开的长词"] >= 2, rows
     finally:
         server.shutdown()
 
