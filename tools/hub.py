@@ -173,9 +173,24 @@ class Hub:
 
     def __exit__(self, *exc) -> None:
         try:
-            self.stop()              # the learners' servers go with the pkill below (their paths hold state_dir)
+            self.stop()
         finally:
-            subprocess.run(["pkill", "-f", str(self.state)], capture_output=True)   # anything left of this hub
+            self.kill_leftovers()
+
+    def kill_leftovers(self) -> None:
+        """Every process left of this hub: the proxy (its command line names state_dir) and the learners'
+        servers, which the spawner started in their homes under state_dir (their command lines do not name
+        it, so they are found by working directory). Linux /proc; elsewhere only the pkill."""
+        import signal
+
+        subprocess.run(["pkill", "-f", str(self.state)], capture_output=True)
+        root = str(self.state.resolve())
+        for proc in Path("/proc").glob("[0-9]*"):
+            try:
+                if os.readlink(proc / "cwd").startswith(root) and int(proc.name) != os.getpid():
+                    os.kill(int(proc.name), signal.SIGTERM)
+            except (OSError, ValueError):
+                pass
 
     # ------------------------------------------------------------------------------- the REST API
     def api(self, method: str, path: str, token: str | None = None, body: dict | None = None) -> tuple[int, object]:
