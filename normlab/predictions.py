@@ -10,6 +10,12 @@ fingerprint. At export each prompt's markdown cell gets a code cell right after 
     predict.ask("01", "depth-std")
 
 and a lesson with prompts ends with ``predict.summary("01")`` (normlab/widgets/predict.py draws them).
+The prompt's answer, the first ``<details><summary>答案 …</summary>`` fold after it (before the next
+prompt), is tied to it at export by an empty marker inside its summary,
+``<span class="nl-answer-for nl-answer-for-01-depth-std"></span>`` (``answer_marker``): a class, since
+JupyterLab's HTML sanitizer keeps ``class`` and drops ``data-*``; inside the summary, so the fold still
+starts with ``<details><summary>答案`` (the slides' layout finds answers by that). The widget's
+front-end keeps that fold shut until the learner has picked an option (web/predict.js).
 
 Guesses: ``~/.normlab/predictions.json`` (or the file NORMLAB_PREDICTIONS names), written by the kernel
 when the learner picks an option in JupyterLab; ``{"version": 1, "guesses": {"01.depth-std": {"choice":
@@ -33,6 +39,9 @@ PREDICT_TAG, SUMMARY_TAG = "normlab-predict", "normlab-predict-summary"
 HIDE_INPUT = "remove-input"                  # the book shows the widget, not its two lines of code (slides: always)
 STORAGE_KEY = "normlab.predictions"          # the browser's localStorage key (book, slides)
 KEYS = "ABCDEFGH"
+ANSWER_CLASS = "nl-answer-for"               # every tagged answer fold's marker; plus answer_class(key)
+# An answer fold's summary, with the marker an earlier export put there (replaced, not doubled).
+ANSWER_FOLD = re.compile(r'(<details>\s*<summary>\s*答案[^<]*?)\s*(?:<span class="nl-answer-for[^"]*"></span>)?(</summary>)')
 
 
 class PredictionError(ValueError):
@@ -91,6 +100,26 @@ def match(text: str, lesson: str) -> dict | None:
     return found[0] if len(found) == 1 else None
 
 
+def answer_class(key: str) -> str:
+    """The class that ties an answer fold to the prompt "lesson.id" (web/predict.js writes it the same way)."""
+    return f"{ANSWER_CLASS}-" + re.sub(r"[^A-Za-z0-9_-]", "-", key)
+
+
+def answer_marker(key: str) -> str:
+    """The empty marker at the end of an answer fold's summary that names its prompt."""
+    return f'<span class="{ANSWER_CLASS} {answer_class(key)}"></span>'
+
+
+def _prompt_starts(source: str) -> list[tuple[int, str]]:
+    """(offset, text) of each 先想一想 paragraph of a markdown cell, in order (the texts of prompt_texts)."""
+    out, pos = [], 0
+    for gap in re.finditer(r"\n\s*\n|\Z", source):
+        if source[pos:gap.start()].strip().startswith(MARK):
+            out.append(pos)
+        pos = gap.end()
+    return list(zip(out, prompt_texts(source)))
+
+
 def ask_source(lesson: str, pid: str) -> str:
     return f'from normlab.widgets import predict\npredict.ask("{lesson}", "{pid}")'
 
@@ -99,14 +128,34 @@ def summary_source(lesson: str) -> str:
     return f'from normlab.widgets import predict\npredict.summary("{lesson}")'
 
 
+def _tag_answers(source: str, lesson: str, pending: str | None) -> tuple[str, str | None]:
+    """A markdown cell with its answer folds tied to their prompts, in the order they come: a fold gets
+    the marker of the prompt still waiting for its answer (``pending``, "lesson.id"; one an earlier
+    export put there is replaced); every other fold is left as it is. Returns the new source and the
+    prompt still waiting after it."""
+    events = sorted([(at, "prompt", text) for at, text in _prompt_starts(source)]
+                    + [(m.start(), "fold", m) for m in ANSWER_FOLD.finditer(source)], key=lambda ev: ev[0])
+    out, pos = [], 0
+    for _, kind, what in events:
+        if kind == "prompt":
+            e = match(what, lesson)
+            pending = f"{lesson}.{e['id']}" if e is not None else None     # a prompt with no entry: its answer stays open
+            continue
+        if pending:
+            out.append(source[pos:what.start()] + what.group(1) + answer_marker(pending) + what.group(2))
+            pos, pending = what.end(), None
+    return "".join(out) + source[pos:], pending
+
+
 def with_prediction_cells(nb, stem: str):
     """The notebook with a choice cell right after each prompt's markdown cell that has an entry, and a
     summary cell at the end when it has any (cells tagged PREDICT_TAG / SUMMARY_TAG; run again, the
-    old ones are replaced). A prompt without an entry gets none (tests/test_predictions.py fails)."""
+    old ones are replaced). A prompt without an entry gets none (tests/test_predictions.py fails).
+    The first answer fold after each such prompt (before the next one) carries ``answer_marker``."""
     import nbformat
 
     lesson = stem[:2]
-    cells, asked = [], 0
+    cells, asked, pending = [], 0, None
     for cell in nb.cells:
         tags = cell.get("metadata", {}).get("tags", [])
         if PREDICT_TAG in tags or SUMMARY_TAG in tags:
@@ -114,6 +163,7 @@ def with_prediction_cells(nb, stem: str):
         cells.append(cell)
         if cell.cell_type != "markdown":
             continue
+        cell.source, pending = _tag_answers(cell.source, lesson, pending)
         for text in prompt_texts(cell.source):
             e = match(text, lesson)
             if e is not None:

@@ -150,6 +150,79 @@ def test_export_puts_a_choice_after_each_prompt_and_a_summary_last(exported):
     assert len(P.with_prediction_cells(nb, files[0].stem).cells) == n
 
 
+FOLD = re.compile(r'<details>\s*<summary>([^<]*?)\s*(?:<span class="nl-answer-for ([^"]+)"></span>)?</summary>(.*?)</details>', re.S)
+
+
+def test_each_answer_fold_is_tied_to_its_own_prompt(exported):
+    """In every exported copy (solution and learner), the answer fold of each prompt with an entry (in
+    the source, the first <details> after the prompt: this test's own reading, answer_after) carries
+    that prompt's class, and sits after the prompt's choice cell and before the next prompt's; no other
+    fold (hints, the drills' "两级各查什么", a second fold) carries one, and those are as in the source."""
+    import nbformat
+
+    sources = {p.stem: p.read_text(encoding="utf-8") for p in LESSONS}
+    files = sorted(exported.glob("*.ipynb"))
+    tagged_total = 0
+    for f in files:
+        lesson, stem = f.name[:2], next(s for s in sources if f.stem.startswith(s))
+        expected = {}                                   # class -> the answer's text, from the source
+        for lz, prompt, rest in PROMPTS:
+            if lz == lesson:
+                (e,) = [e for e in P.entries(lesson) if prompt.startswith(e["starts"])]
+                expected[P.answer_class(f"{lesson}.{e['id']}")] = answer_after(rest)
+        assert len(set(expected)) == len(P.entries(lesson)), f.name        # one class per prompt: none shared
+        cells = nbformat.read(f, as_version=4).cells
+        asks = {P.answer_class(re.search(r'predict\.ask\("(\d+)", "([^"]+)"\)', c.source).expand(r"\1.\2")): i
+                for i, c in enumerate(cells) if P.PREDICT_TAG in c.metadata.get("tags", [])}
+        found, others = {}, []
+        for i, c in enumerate(cells):
+            if c.cell_type != "markdown":
+                continue
+            assert c.source.count("<details") == len(FOLD.findall(c.source)), (f.name, i)
+            for summary, cls, body in FOLD.findall(c.source):
+                if cls:
+                    assert cls not in found, (f.name, cls, "tagged twice")
+                    found[cls] = (i, summary, body.strip())
+                else:
+                    others.append(f"<details><summary>{summary}</summary>{body}</details>")
+        assert set(found) == set(expected), (f.name, sorted(found), sorted(expected))
+        order = sorted(asks.values())
+        for cls, (i, summary, body) in found.items():
+            assert summary == "答案 (answer)" and body == expected[cls], (f.name, cls, body[:80])
+            later = [j for j in order if j > asks[cls]]
+            assert asks[cls] < i < (later[0] if later else len(cells)), (f.name, cls, i, asks[cls])
+        for fold in others:                                    # untouched: the source's own text
+            assert fold in sources[stem], (f.name, fold[:80])
+        assert sources[stem].count("<details") == len(found) + len(others), f.name     # none lost, none added
+        tagged_total += len(found)
+    assert tagged_total >= 2 * 30 - 4
+    # exported again: the same markers, not doubled
+    nb = nbformat.read(files[0], as_version=4)
+    before = [c.source for c in nb.cells if c.cell_type == "markdown"]
+    assert [c.source for c in P.with_prediction_cells(nb, files[0].stem).cells if c.cell_type == "markdown"] == before
+
+
+def test_fold_tagging_skips_what_is_not_a_prompts_answer():
+    """A hint before the answer, a prompt with no entry, and a second answer fold stay untagged."""
+    import nbformat
+
+    prompt = next(e for e in P.entries("01") if e["id"] == "depth-std")
+    md = nbformat.v4.new_markdown_cell
+    nb = nbformat.v4.new_notebook(cells=[
+        md(f"**先想一想**：{prompt['starts']}……"),
+        md("<details><summary>提示 (hint)</summary>\n\n提示\n\n</details>"),
+        md("<details><summary>答案 (answer)</summary>\n\nA1\n\n</details>\n\n"
+           "<details><summary>答案 (answer)</summary>\n\nA2\n\n</details>"),
+        md("**先想一想**：没有条目的题……\n\n<details><summary>答案 (answer)</summary>\n\nA3\n\n</details>"),
+    ])
+    out = [c.source for c in P.with_prediction_cells(nb, "01_toy").cells if c.cell_type == "markdown"]
+    marker = P.answer_marker("01.depth-std")
+    tags = [o.count('<span class="nl-answer-for') for o in out]
+    assert tags == [0, 0, 1, 0], out
+    assert out[2].index(marker) < out[2].index("A1") < out[2].index("A2")
+    assert P.answer_class("02.momentum-0.9") == "nl-answer-for-02-momentum-0-9"
+
+
 def test_cells_run_a_pick_is_saved_and_scored(exported, tmp_path, monkeypatch):
     """The inserted cells' code, run as the kernel runs it: drawing writes nothing; a pick (the
     front-end's controls change) writes the file; the summary scores it with the data's answers."""
