@@ -282,6 +282,23 @@ def test_unreadable_store_is_no_guesses(tmp_path, monkeypatch):
 
 # --- in Chromium, with no kernel (the book, the slides) ------------------------------------------------
 
+def fold(key: str, body: str) -> str:
+    """An answer fold as the export writes it (key "": a fold that is no prompt's answer)."""
+    summary = f"答案 (answer){P.answer_marker(key)}" if key else "提示 (hint)"
+    return f"<details><summary>{summary}</summary><p class='body'>{body}</p></details>"
+
+
+LOCKED = "先在上面选一个预测再看答案 (pick a guess above first)"
+OPEN_JS = "d => d.open"
+
+
+def lock_cue(fold) -> bool:
+    """The fold's summary shows the lock (its marker's ::after drawn)."""
+    return fold.locator(".nl-answer-for").evaluate(
+        "m => { const a = getComputedStyle(m, '::after'); return a.content !== 'none' && a.backgroundImage.includes('svg') "
+        "&& parseFloat(a.width) > 0; }")
+
+
 @pytest.fixture
 def static_page(tmp_path, monkeypatch):
     """A page with lesson 01's choice widgets and its summary as the book embeds them (no kernel)."""
@@ -290,6 +307,10 @@ def static_page(tmp_path, monkeypatch):
     from normlab.widgets import predict
 
     parts = [predict.ask("01", e["id"])._repr_mimebundle_()[0]["text/html"] for e in P.entries("01")]
+    # answer folds as the export marks them: 01.depth-std's after its widget, then one of a prompt whose
+    # widget is not on this page (02.grad-mode), a hint (no mark), and 01.typical-gain's
+    parts[0] += fold("01.depth-std", "depth-std 的答案") + fold("02.grad-mode", "grad-mode 的答案") + fold("", "提示")
+    parts[1] += fold("01.typical-gain", "typical-gain 的答案")
     parts.append(predict.summary("01")._repr_mimebundle_()[0]["text/html"])
     page = tmp_path / "预测 页.html"
     page.write_text("<!doctype html><html><head><meta charset='utf-8'><link rel='icon' href='data:,'></head>"
@@ -310,8 +331,29 @@ def test_static_choices_are_kept_in_the_browser_and_scored(browser, static_page,
     assert summary.get_attribute("data-done") == "0"
     assert page.locator(".normlab-web-badge:visible").count() == 0      # "precomputed grid" means nothing here
     first = page.locator(".nl-pr-ask").nth(0)
+    # before a pick: the fold of 01.depth-std stays shut (a click, and Enter on its summary) and says why;
+    # the fold of a prompt whose widget is not on the page and the hint open as before
+    folds = page.locator("details")
+    own, absent, hint, other = (folds.nth(i) for i in range(4))
+    own.locator("summary").click()
+    assert not own.evaluate(OPEN_JS) and own.locator(".nl-answer-why").inner_text() == LOCKED
+    own.locator("summary").focus()
+    page.keyboard.press("Enter")
+    assert not own.evaluate(OPEN_JS) and own.locator(".nl-answer-why").count() == 1
+    assert lock_cue(own) and not lock_cue(absent)                        # the cue: a lock on the shut fold
+    absent.locator("summary").click()
+    hint.locator("summary").click()
+    assert absent.evaluate(OPEN_JS) and hint.evaluate(OPEN_JS)
+    page.screenshot(path=str(artifacts / "predict_static_locked.png"), full_page=True)
     first.get_by_role("radio", name="(B)").click()                       # right: lesson 01's first answer is (B)
+    assert own.locator(".nl-answer-why").count() == 0 and not lock_cue(own) and lock_cue(other)
+    other.locator("summary").click()                                     # 01.typical-gain: still no guess
+    assert not other.evaluate(OPEN_JS) and other.locator(".nl-answer-why").count() == 1
+    own.locator("summary").click()
+    assert own.evaluate(OPEN_JS) and own.locator(".body").is_visible()
     page.locator(".nl-pr-ask").nth(1).get_by_role("radio", name="(A)").click()   # wrong: the answer is (C)
+    other.locator("summary").click()
+    assert other.evaluate(OPEN_JS)
     assert first.get_attribute("data-choice") == "B" and first.get_attribute("data-saved") == "1"
     assert "已记录 (saved)：(B)" in first.inner_text()
     assert summary.get_attribute("data-done") == "2" and summary.get_attribute("data-right") == "1"
@@ -324,12 +366,24 @@ def test_static_choices_are_kept_in_the_browser_and_scored(browser, static_page,
     widgets(page)
     assert page.locator(".nl-pr-ask").nth(0).get_attribute("data-choice") == "B"
     assert page.locator(".nl-pr-summary").get_attribute("data-right") == "1"
+    own = page.locator("details").nth(0)
+    own.locator("summary").click()                                       # the guess is kept: the answer opens
+    assert own.evaluate(OPEN_JS)
     size = page.evaluate("() => Math.min(...Array.from(document.querySelectorAll('.nl-predict *'))"
                          ".filter(e => e.getClientRects().length && e.childNodes.length)"
                          ".map(e => parseFloat(getComputedStyle(e).fontSize)))")
     assert size >= 15, size
     page.close()
     assert not problems, problems
+    # fail open: a browser that cannot keep a guess (no localStorage) never locks an answer
+    page = browser.new_page(viewport={"width": 800, "height": 900})
+    page.add_init_script("Storage.prototype.setItem = function () { throw new Error('no storage'); }")
+    page.goto(static_page.as_uri(), wait_until="load")
+    widgets(page)
+    assert page.locator(".nl-pr-ask").nth(0).get_attribute("data-lock") == "0"
+    page.locator("details").nth(0).locator("summary").click()
+    assert page.locator("details").nth(0).evaluate(OPEN_JS)
+    page.close()
 
 
 # --- through the book's and the slides' real build (Sphinx, the slides' exporter), no kernel -----------

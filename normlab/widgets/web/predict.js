@@ -9,8 +9,76 @@
 //   time}}} in localStorage[spec.storage_key] (the same shape as the file) and never calls the model.
 // Either way a pick fires window event "normlab-prediction", and every summary on the page reads again.
 // Drawing writes nothing: no model.set before a click (JupyterLab would mark the notebook changed).
+//
+// The answer stays shut until a guess is made: the export marks each prompt's answer fold with an empty
+// <span class="nl-answer-for nl-answer-for-01-depth-std"> in its <summary> (normlab.predictions
+// answer_marker). An "ask" root carries data-key and data-lock ("1": no choice yet). One capture
+// listener per page (installAnswerLock) stops a click (Enter/Space on a summary is a click too) that
+// would open a marked, closed fold whose prompt's widget is on the page and locked, and says why in the
+// summary. It fails open: no widget on the page (cell not run, windowed away), no localStorage, the
+// slides (the teacher reveals the answer to the class), a kernel that does not answer a pick.
 
 const NL_PRED_EVENT = "normlab-prediction";
+const NL_ANSWER = "nl-answer-for";
+const NL_LOCK_WHY = "先在上面选一个预测再看答案 (pick a guess above first)";
+const NL_KERNEL_WAIT_MS = 4000;         // a pick the kernel never answers opens the answer after this
+
+const answerClass = (key) => `${NL_ANSWER}-${String(key).replace(/[^A-Za-z0-9_-]/g, "-")}`;
+
+function browserCanStore(key) {          // a page that cannot keep a guess never locks its answers
+  try {
+    const probe = `${key}.probe`;
+    window.localStorage.setItem(probe, "1");
+    window.localStorage.removeItem(probe);
+    return true;
+  } catch (err) { return false; }
+}
+
+function askOf(marker) {                 // the choice widget on the page that this fold answers, or null
+  for (const w of document.querySelectorAll(".nl-pr-ask[data-key]")) {
+    if (marker.classList.contains(answerClass(w.dataset.key))) return w;
+  }
+  return null;
+}
+
+function installAnswerLock() {
+  if (window.__normlabAnswerLock) return;
+  window.__normlabAnswerLock = true;
+  document.addEventListener("click", (ev) => {
+    const summary = ev.target && ev.target.closest ? ev.target.closest("summary") : null;
+    const fold = summary ? summary.parentElement : null;
+    if (!fold || fold.tagName !== "DETAILS" || fold.open) return;
+    const marker = summary.querySelector(`:scope > .${NL_ANSWER}`);
+    const ask = marker ? askOf(marker) : null;
+    if (!ask || ask.dataset.lock !== "1") return;
+    ev.preventDefault();
+    ev.stopPropagation();
+    if (!summary.querySelector(":scope > .nl-answer-why")) {
+      nlHtml("span", { class: "nl-answer-why", role: "status", text: NL_LOCK_WHY }, summary);
+    }
+  }, true);
+}
+
+function lockStyle(key) {                // the cue on a locked fold: muted summary, the lock of predict.css (no observer needed)
+  const id = "nl-answer-lock-style";
+  let style = document.getElementById(id);
+  if (!style) { style = nlHtml("style", { id }, document.head); style.dataset.keys = ""; }
+  const keys = style.dataset.keys ? style.dataset.keys.split(" ") : [];
+  if (keys.includes(key)) return;
+  const when = `:root:has(.nl-pr-ask[data-key="${CSS.escape(key)}"][data-lock="1"]) details:not([open]) > summary`;
+  const mark = `.${CSS.escape(answerClass(key))}`;
+  style.textContent += `${when}:has(> ${mark}) { color: #7a7a7a; }\n${when} > ${mark}::after { content: ""; }\n`;
+  style.dataset.keys = [...keys, key].join(" ");
+}
+
+function setLock(root, key, locked) {
+  root.dataset.lock = locked ? "1" : "0";
+  if (locked) return;
+  for (const marker of document.querySelectorAll(`.${CSS.escape(answerClass(key))}`)) {
+    const why = marker.parentElement ? marker.parentElement.querySelector(":scope > .nl-answer-why") : null;
+    if (why) why.remove();
+  }
+}
 
 function readBrowser(key) {
   try {
@@ -47,6 +115,11 @@ function renderAsk(model, el, root, spec, live) {
     buttons.set(o.key, b);
   }
   const where = live ? spec.where_live : spec.where_grid;
+  root.dataset.key = spec.key;
+  const lockable = !(el.closest && el.closest(".reveal")) && (live || browserCanStore(spec.storage_key));
+  if (lockable) { installAnswerLock(); lockStyle(spec.key); }
+  const lock = (locked) => setLock(root, spec.key, lockable && locked);
+  let waiting = null;
   function show(choice, saved) {
     for (const [k, b] of buttons) {
       b.setAttribute("aria-checked", String(k === choice));
@@ -64,9 +137,12 @@ function renderAsk(model, el, root, spec, live) {
       show(choice, false);
       model.set("controls", { choice });
       model.save_changes();
+      clearTimeout(waiting);
+      waiting = setTimeout(() => lock(false), NL_KERNEL_WAIT_MS);     // fail open: no answer from the kernel
     } else {
       const ok = writeBrowser(spec.storage_key, spec.key, choice);
       show(choice, ok);
+      lock(false);
       if (!ok) status.textContent = `(${choice})：这个页面不能保存 (this page cannot store it: no localStorage)`;
       announce(choice);
     }
@@ -74,14 +150,21 @@ function renderAsk(model, el, root, spec, live) {
   if (live) {
     const d = model.get("data") || {};
     show(d.choice || "", Boolean(d.saved));
-    const onData = () => { const d2 = model.get("data") || {}; show(d2.choice || "", Boolean(d2.saved)); if (d2.saved) announce(d2.choice); };
+    lock(!d.choice);
+    const onData = () => {
+      const d2 = model.get("data") || {};
+      show(d2.choice || "", Boolean(d2.saved));
+      if (d2.choice) { clearTimeout(waiting); lock(false); }             // the kernel's reply: a choice is made
+      if (d2.saved) announce(d2.choice);
+    };
     const onError = () => { const m = model.get("error") || ""; if (m) status.textContent = m; };
     model.on("change:data", onData);
     model.on("change:error", onError);
-    return () => { model.off("change:data", onData); model.off("change:error", onError); root.remove(); };
+    return () => { clearTimeout(waiting); model.off("change:data", onData); model.off("change:error", onError); root.remove(); };
   }
   const stored = readBrowser(spec.storage_key)[spec.key];
   show(stored && stored.choice ? stored.choice : "", Boolean(stored && stored.choice));
+  lock(!(stored && stored.choice));
   return () => root.remove();
 }
 
