@@ -182,3 +182,51 @@ def lab(tmp_path_factory):
 def artifacts() -> Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     return ARTIFACTS
+
+
+def build_toy_site(folder: Path, stem: str, body: str, title: str):
+    """A one-notebook book and deck built the way tools/book.py builds the course's: ``folder/STEM.md``
+    (lesson 00's front matter, then ``body``) executed by execution.execute_all (NORMLAB_STATIC=1),
+    staged with static_widgets, built by Sphinx with the book's settings, and exported by the slides'
+    exporter. Returns (the book's html folder, the slides' folder, the executed notebook); the page is
+    html/notebooks/STEM.html, the deck STEM.slides.html. (tests/test_browser_widgets.py's toy and
+    tests/test_predictions.py's choices share it.)"""
+    import copy
+
+    import nbformat
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import book
+    import execution
+    import slides as decks
+    import static_outputs as static
+
+    header = (ROOT / "notebooks" / "00_course_map.md").read_text(encoding="utf-8").split("---", 2)[1]
+    src = folder / f"{stem}.md"
+    src.write_text(f"---{header}---\n\n{body}", encoding="utf-8")
+    executed = execution.EXECUTED / f"{stem}.ipynb"
+    try:
+        execution.execute_all(jobs=1, srcs=[src])
+        nb = nbformat.read(executed, 4)
+    finally:
+        executed.unlink(missing_ok=True)
+    site = folder / "book"
+    (site / "notebooks").mkdir(parents=True)
+    (site / "_static").mkdir()
+    (site / "_extra").mkdir()
+    for name in ("_config.yml", "favicon.png"):
+        (site / name).write_bytes((ROOT / "book" / name).read_bytes())
+    (site / "_static" / "normlab.js").write_text(book.THEME_JS, encoding="utf-8")
+    (site / "_static" / "normlab.css").write_bytes((ROOT / "book" / "normlab.css").read_bytes())  # _config.yml names it
+    (site / "intro.md").write_text(f"# 首页\n\n[{title}](notebooks/{stem})\n", encoding="utf-8")
+    staged = copy.deepcopy(nb)
+    static.static_widgets(staged)
+    nbformat.write(staged, site / "notebooks" / f"{stem}.ipynb")
+    (site / "_toc.yml").write_text(f"format: jb-book\nroot: intro\nchapters:\n  - file: notebooks/{stem}\n", encoding="utf-8")
+    book.write_sphinx_conf(site)
+    assert book.sphinx_build(site, site / "html") == 0
+    deck = folder / "slides"
+    deck.mkdir()
+    decks.copy_slide_vendor(deck)
+    (deck / f"{stem}.slides.html").write_text(decks.slides_html(decks.slides_exporter(), staged), encoding="utf-8")
+    return site / "html", deck, nb

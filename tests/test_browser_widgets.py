@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -353,51 +352,16 @@ toy"""
 
 @pytest.fixture(scope="module")
 def toy_site(tmp_path_factory):
-    """A one-notebook book and deck built the way tools/book.py builds the course's: the notebook
-    executed by execution.execute_all (NORMLAB_STATIC=1), staged with static_widgets, built by Sphinx
-    with the book's settings, and exported by the slides' exporter."""
-    import nbformat
+    """A one-notebook book and deck built the way tools/book.py builds the course's (conftest's
+    build_toy_site: execute_all with NORMLAB_STATIC=1, static_widgets, Sphinx, the slides' exporter)."""
+    from conftest import build_toy_site
 
-    sys.path.insert(0, str(ROOT / "tools"))
-    import book
-    import execution
-    import slides as decks
-    import static_outputs as static
-
-    d = tmp_path_factory.mktemp("toysite")
-    header = (ROOT / "notebooks" / "00_course_map.md").read_text(encoding="utf-8").split("---", 2)[1]
-    src = d / "99_toy.md"
-    src.write_text(f"---{header}---\n\n# 玩具\n\n```{{code-cell}} ipython3\n{TOY_CELL}\n```\n", encoding="utf-8")
-    executed = execution.EXECUTED / "99_toy.ipynb"
-    try:
-        execution.execute_all(jobs=1, srcs=[src])
-        nb = nbformat.read(executed, 4)
-    finally:
-        executed.unlink(missing_ok=True)
+    html, slides, nb = build_toy_site(tmp_path_factory.mktemp("toysite"), "99_toy",
+                                      f"# 玩具\n\n```{{code-cell}} ipython3\n{TOY_CELL}\n```\n", "玩具")
     outputs = [o for c in nb.cells for o in c.get("outputs", [])]
     assert any("normlab-web" in o.get("data", {}).get("text/html", "") for o in outputs), outputs
     assert not any(WIDGET_VIEW in o.get("data", {}) for o in outputs)
-
-    site = d / "book"
-    (site / "notebooks").mkdir(parents=True)
-    (site / "_static").mkdir()
-    (site / "_extra").mkdir()
-    for name in ("_config.yml", "favicon.png"):
-        (site / name).write_bytes((ROOT / "book" / name).read_bytes())
-    (site / "_static" / "normlab.js").write_text(book.THEME_JS, encoding="utf-8")
-    (site / "_static" / "normlab.css").write_bytes((ROOT / "book" / "normlab.css").read_bytes())  # _config.yml names it
-    (site / "intro.md").write_text("# 首页\n\n[玩具](notebooks/99_toy)\n", encoding="utf-8")
-    static.static_widgets(nb)
-    nbformat.write(nb, site / "notebooks" / "99_toy.ipynb")
-    (site / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: notebooks/99_toy\n", encoding="utf-8")
-    book.write_sphinx_conf(site)
-    assert book.sphinx_build(site, site / "html") == 0
-
-    slides = d / "slides"
-    slides.mkdir()
-    decks.copy_slide_vendor(slides)
-    (slides / "99_toy.slides.html").write_text(decks.slides_html(decks.slides_exporter(), nb), encoding="utf-8")
-    return site / "html", slides
+    return html, slides
 
 
 @pytest.mark.parametrize("where", ["book-file", "book-server", "slides-file", "slides-server"])

@@ -393,51 +393,16 @@ PREDICT_CELLS = 'from normlab.widgets import predict\npredict.ask("01", "depth-s
 
 @pytest.fixture(scope="module")
 def predict_site(tmp_path_factory):
-    """A one-notebook book and deck holding a choice and the summary of lesson 01, built as tools/book.py
-    builds the course's (executed with NORMLAB_STATIC=1, static_widgets, Sphinx, the slides' exporter)."""
-    import sys
+    """A one-notebook book and deck holding a choice, its answer fold (marked as the export marks it),
+    a hint and the summary of lesson 01, built as tools/book.py builds the course's (conftest's
+    build_toy_site: executed with NORMLAB_STATIC=1, static_widgets, Sphinx, the slides' exporter)."""
+    from conftest import build_toy_site
 
-    import nbformat
-
-    sys.path.insert(0, str(ROOT / "tools"))
-    import book
-    import execution
-    import slides as decks
-    import static_outputs as static
-
-    d = tmp_path_factory.mktemp("predictsite")
-    header = (ROOT / "notebooks" / "00_course_map.md").read_text(encoding="utf-8").split("---", 2)[1]
-    src = d / "98_predict_toy.md"
-    src.write_text(f"---{header}---\n\n# 预测\n\n**先想一想**：……\n\n```{{code-cell}} ipython3\n:tags: [remove-input]\n\n"
-                   f"{PREDICT_CELLS}\n```\n\n## 小结\n\n```{{code-cell}} ipython3\n{P.summary_source('01')}\n```\n",
-                   encoding="utf-8")
-    executed = execution.EXECUTED / f"{src.stem}.ipynb"
-    try:
-        execution.execute_all(jobs=1, srcs=[src])
-        nb = nbformat.read(executed, 4)
-    finally:
-        executed.unlink(missing_ok=True)
-    site = d / "book"
-    (site / "notebooks").mkdir(parents=True)
-    (site / "_static").mkdir()
-    (site / "_extra").mkdir()
-    for name in ("_config.yml", "favicon.png"):
-        (site / name).write_bytes((ROOT / "book" / name).read_bytes())
-    (site / "_static" / "normlab.js").write_text(book.THEME_JS, encoding="utf-8")
-    if (ROOT / "book" / "normlab.css").exists():
-        (site / "_static" / "normlab.css").write_bytes((ROOT / "book" / "normlab.css").read_bytes())
-    (site / "intro.md").write_text(f"# 首页\n\n[预测](notebooks/{src.stem})\n", encoding="utf-8")
-    static.static_widgets(nb)
-    nbformat.write(nb, site / "notebooks" / f"{src.stem}.ipynb")
-    (site / "_toc.yml").write_text(f"format: jb-book\nroot: intro\nchapters:\n  - file: notebooks/{src.stem}\n",
-                                   encoding="utf-8")
-    book.write_sphinx_conf(site)
-    assert book.sphinx_build(site, site / "html") == 0
-    deck = d / "slides"
-    deck.mkdir()
-    decks.copy_slide_vendor(deck)
-    (deck / f"{src.stem}.slides.html").write_text(decks.slides_html(decks.slides_exporter(), nb), encoding="utf-8")
-    return site / "html" / "notebooks" / f"{src.stem}.html", deck / f"{src.stem}.slides.html"
+    body = (f"# 预测\n\n**先想一想**：……\n\n```{{code-cell}} ipython3\n:tags: [remove-input]\n\n{PREDICT_CELLS}\n```\n\n"
+            f"{fold('01.depth-std', 'depth-std 的答案')}\n\n{fold('', '提示')}\n\n"
+            f"## 小结\n\n```{{code-cell}} ipython3\n{P.summary_source('01')}\n```\n")
+    html, deck, _ = build_toy_site(tmp_path_factory.mktemp("predictsite"), "98_predict_toy", body, "预测")
+    return html / "notebooks" / "98_predict_toy.html", deck / "98_predict_toy.slides.html"
 
 
 @pytest.mark.parametrize("where", ["book", "slides"])
@@ -454,13 +419,30 @@ def test_choice_in_the_built_book_and_slides(browser, predict_site, artifacts, w
     if where == "book":
         assert "predict.ask" not in page.locator("body").inner_text()        # remove-input: the widget, not its code
     ask = page.locator(".nl-pr-ask")
-    if where == "slides":
+    answer, hint = page.locator("details:has(.nl-answer-for)"), page.locator("details:not(:has(.nl-answer-for))")
+    assert answer.count() == 1 and hint.count() == 1            # the marker came through Sphinx / the exporter
+    if where == "slides":       # no lock: the teacher opens the answer for the class, whose guesses are not this browser's
+        assert ask.get_attribute("data-lock") == "0"
+        answer.locator("summary").evaluate("s => s.click()")
+        assert answer.evaluate(OPEN_JS)
         show_slide(page, page.locator(".normlab-web").first.element_handle())
+    else:
+        answer.scroll_into_view_if_needed()
+        answer.locator("summary").click()
+        assert not answer.evaluate(OPEN_JS) and answer.locator(".nl-answer-why").inner_text() == LOCKED
+        assert lock_cue(answer)
+        hint.locator("summary").click()
+        assert hint.evaluate(OPEN_JS)
+        page.screenshot(path=str(artifacts / "predict_book_locked.png"))
     ask.scroll_into_view_if_needed()
     page.wait_for_timeout(300)
     ask.get_by_role("radio", name="(B)").click()
     assert ask.get_attribute("data-saved") == "1"
     assert page.locator(".nl-pr-summary").get_attribute("data-right") == "1"
     ask.screenshot(path=str(artifacts / f"predict_{where}.png"))
+    if where == "book":
+        answer.locator("summary").click()
+        assert answer.evaluate(OPEN_JS) and answer.locator(".nl-answer-why").count() == 0
+        page.screenshot(path=str(artifacts / "predict_book_opened.png"))
     page.close()
     assert not problems, problems
