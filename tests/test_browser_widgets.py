@@ -585,20 +585,51 @@ KERNEL_ANSWER = {"explorer": answer_explorer, "gradflow": answer_gradflow}
 
 def test_lab_toy_redraws_through_the_kernel(browser, lab, artifacts):
     """The host alone in JupyterLab: anywidget loads the toy module, a control change goes to the
-    kernel, compute() answers, the front-end redraws."""
+    kernel, compute() answers, the front-end redraws. Beside it a 先想一想 choice and its answer fold
+    (marked as the export marks it): the fold stays shut until a pick, which the kernel records."""
     import nbformat
 
+    from normlab import predictions as P
     from test_browser_lab import run_all
 
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(TOY_CELL)])
+    store = lab["dir"] / "predictions 99.json"                 # not the tester's own ~/.normlab
+    store.unlink(missing_ok=True)
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(f"import os\nos.environ['NORMLAB_PREDICTIONS'] = {str(store)!r}\n"
+                                  'from normlab.widgets import predict\npredict.ask("01", "depth-std")'),
+        nbformat.v4.new_markdown_cell(f"<details><summary>答案 (answer){P.answer_marker('01.depth-std')}</summary>\n\n"
+                                      "depth-std 的答案\n\n</details>"),
+        nbformat.v4.new_code_cell(TOY_CELL)])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, lab["dir"] / "99_toy.ipynb")
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     problems = watch(page)
     run_all(page, lab, "99_toy")
+    answer_shut_until_a_pick(page, store, artifacts)
     change_live_control(page, "99_toy", "_toy", artifacts)
     page.close()
     assert not [p for p in problems if p.startswith("network")], problems
+
+
+def answer_shut_until_a_pick(page, store: Path, artifacts: Path) -> None:
+    """JupyterLab's sanitizer keeps the fold's marker; a click on the fold before a pick leaves it shut
+    and says why; the kernel's reply to a pick (data-saved, the file written) opens it."""
+    ask, fold = page.locator(".nl-pr-ask"), page.locator(".jp-MarkdownCell details:has(.nl-answer-for-01-depth-std)")
+    ask.wait_for(timeout=30000)
+    fold.scroll_into_view_if_needed()
+    assert ask.get_attribute("data-lock") == "1" and not store.exists()
+    fold.locator("summary").click()
+    page.wait_for_timeout(200)
+    assert not fold.evaluate("d => d.open")
+    assert "先在上面选一个预测再看答案" in fold.locator(".nl-answer-why").inner_text()
+    page.screenshot(path=str(artifacts / "predict_lab_locked.png"))
+    ask.get_by_role("radio", name="(B)").click()
+    page.wait_for_selector(".nl-pr-ask[data-saved='1'][data-lock='0']", timeout=3000)   # before the 4 s fail-open
+    assert '"01.depth-std"' in store.read_text(encoding="utf-8")
+    fold.locator("summary").click()
+    page.wait_for_timeout(200)
+    assert fold.evaluate("d => d.open") and fold.locator(".nl-answer-why").count() == 0
+    page.screenshot(path=str(artifacts / "predict_lab_opened.png"))
 
 
 WIDGET_CALL = {"explorer": "AxesExplorer(", "gradflow": "GradFlow("}
