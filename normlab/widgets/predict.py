@@ -8,6 +8,11 @@ to Python, which writes it to ~/.normlab/predictions.json (normlab.predictions.s
 the summary reads that file. In the book and the slides (no kernel) the page keeps the guesses in the
 browser's localStorage and the summary reads them there. Nothing is written when a widget is drawn:
 only a learner's click writes (opening a notebook never changes anything).
+
+The prompt's answer fold (marked at export, normlab.predictions.answer_marker) stays shut until a choice
+is made: in JupyterLab until the kernel has the pick, in the book until localStorage has it. It opens
+as before where the widget is not on the page or the browser cannot store a guess, and in the slides:
+the teacher reveals the answer to the class, whose guesses are not the teacher's browser's.
 """
 
 from __future__ import annotations

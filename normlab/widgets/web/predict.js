@@ -34,12 +34,11 @@ function browserCanStore(key) {          // a page that cannot keep a guess neve
   } catch (err) { return false; }
 }
 
-function askOf(marker) {                 // the choice widget on the page that this fold answers, or null
-  for (const w of document.querySelectorAll(".nl-pr-ask[data-key]")) {
-    if (marker.classList.contains(answerClass(w.dataset.key))) return w;
-  }
-  return null;
-}
+function locked(marker) {                // every choice widget on the page for this fold's prompt has no choice
+  const asks = Array.from(document.querySelectorAll(".nl-pr-ask[data-key]"))
+    .filter((w) => marker.classList.contains(answerClass(w.dataset.key)));
+  return asks.length > 0 && asks.every((w) => w.dataset.lock === "1");   // none on the page, or one picked (the
+}                                        // same prompt in another open notebook): it opens
 
 function installAnswerLock() {
   if (window.__normlabAnswerLock) return;
@@ -49,8 +48,7 @@ function installAnswerLock() {
     const fold = summary ? summary.parentElement : null;
     if (!fold || fold.tagName !== "DETAILS" || fold.open) return;
     const marker = summary.querySelector(`:scope > .${NL_ANSWER}`);
-    const ask = marker ? askOf(marker) : null;
-    if (!ask || ask.dataset.lock !== "1") return;
+    if (!marker || !locked(marker)) return;
     ev.preventDefault();
     ev.stopPropagation();
     if (!summary.querySelector(":scope > .nl-answer-why")) {
@@ -65,15 +63,16 @@ function lockStyle(key) {                // the cue on a locked fold: muted summ
   if (!style) { style = nlHtml("style", { id }, document.head); style.dataset.keys = ""; }
   const keys = style.dataset.keys ? style.dataset.keys.split(" ") : [];
   if (keys.includes(key)) return;
-  const when = `:root:has(.nl-pr-ask[data-key="${CSS.escape(key)}"][data-lock="1"]) details:not([open]) > summary`;
+  const ask = `.nl-pr-ask[data-key="${CSS.escape(key)}"]`;
+  const when = `:root:has(${ask}[data-lock="1"]):not(:has(${ask}[data-lock="0"])) details:not([open]) > summary`;
   const mark = `.${CSS.escape(answerClass(key))}`;
   style.textContent += `${when}:has(> ${mark}) { color: #7a7a7a; }\n${when} > ${mark}::after { content: ""; }\n`;
   style.dataset.keys = [...keys, key].join(" ");
 }
 
-function setLock(root, key, locked) {
-  root.dataset.lock = locked ? "1" : "0";
-  if (locked) return;
+function setLock(root, key, shut) {
+  root.dataset.lock = shut ? "1" : "0";
+  if (shut) return;
   for (const marker of document.querySelectorAll(`.${CSS.escape(answerClass(key))}`)) {
     const why = marker.parentElement ? marker.parentElement.querySelector(":scope > .nl-answer-why") : null;
     if (why) why.remove();
@@ -118,7 +117,7 @@ function renderAsk(model, el, root, spec, live) {
   root.dataset.key = spec.key;
   const lockable = !(el.closest && el.closest(".reveal")) && (live || browserCanStore(spec.storage_key));
   if (lockable) { installAnswerLock(); lockStyle(spec.key); }
-  const lock = (locked) => setLock(root, spec.key, lockable && locked);
+  const lock = (shut) => setLock(root, spec.key, lockable && shut);
   let waiting = null;
   function show(choice, saved) {
     for (const [k, b] of buttons) {
