@@ -202,6 +202,31 @@ def test_each_answer_fold_is_tied_to_its_own_prompt(exported):
     assert [c.source for c in P.with_prediction_cells(nb, files[0].stem).cells if c.cell_type == "markdown"] == before
 
 
+def test_slides_lay_out_the_marked_answers_as_before(exported):
+    """The marker inside an answer's summary changes nothing in the slides' layout (tools/slide_layout.py
+    finds an answer by its opening "<details><summary>答案"): the same slides, sizes and answers as with
+    the markers taken out."""
+    import copy
+    import sys
+
+    import nbformat
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import slide_layout
+
+    for f in sorted(exported.glob("0[1-9]_*[a-z].ipynb")):
+        if f.stem.endswith("_learner"):
+            continue
+        tagged = nbformat.read(f, as_version=4)
+        plain = copy.deepcopy(tagged)
+        for c in plain.cells:
+            c.source = re.sub(r'<span class="nl-answer-for[^"]*"></span>', "", c.source)
+        assert plain.cells != tagged.cells, f.name
+        a, b = slide_layout.slide_types(plain), slide_layout.slide_types(tagged)
+        assert a.sizes == b.sizes and [c.metadata.get("slideshow") for c in plain.cells] == \
+            [c.metadata.get("slideshow") for c in tagged.cells], f.name
+
+
 def test_fold_tagging_skips_what_is_not_a_prompts_answer():
     """A hint before the answer, a prompt with no entry, and a second answer fold stay untagged."""
     import nbformat
