@@ -16,6 +16,7 @@ Core — what a learner reads next; each file stands on its own:
     viz, env    Chinese-capable plot style and small tables; setup() (seed from NORMLAB_SEED), environment report
     console     console_safe(): a command line's report prints on any console (✓ -> [OK] on GBK); no torch
     record      expect(): a checked claim on a measured number, recorded by the seed x thread sweep
+    runcache    the test run only: a learner copy replays the trainings its solution copy just made
 Cost:
     bench       what a norm costs (micro-benchmarks: python -m normlab.bench)
     fused       Add + RMSNorm as one Triton kernel (optional extra; its kernel is fused_kernel.py)

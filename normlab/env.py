@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from . import runcache
 from .viz import Table, find_cjk_font, use_style
 
 
@@ -58,6 +59,7 @@ def setup(seed: int | None = None, quiet: bool = False) -> str | None:
     global _session_seed
     _session_seed = seed_from_environment() if seed is None else int(seed)
     seed_all(_session_seed)
+    runcache.track()          # nothing unless the test run set NORMLAB_RUN_CACHE (normlab/runcache.py)
     if not quiet:
         print(f"normlab: 随机种子 seed = {_session_seed}（环境变量 {SEED_VARIABLE}）· "
               f"torch 线程 threads = {torch.get_num_threads()}")

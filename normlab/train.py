@@ -25,6 +25,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from .data import Task
+from . import runcache
 from .probes import update_data_ratio
 
 __all__ = ["train", "History", "warmup_lr", "one_thread", "accuracy"]
@@ -96,9 +97,19 @@ def train(model: nn.Module, data, steps: int, *, batch: int = 64, opt: str = "ad
         raise ValueError(f"opt 应为 'adam' 或 'sgd'，实际收到 {opt!r}。(opt expected 'adam' or 'sgd'.)")
     if not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps 应为正整数 (steps must be a positive integer)，实际收到 {steps!r}。")
+    next_batch = _sampler(data, batch, torch.Generator().manual_seed(seed))
+    # Under the test run only (NORMLAB_RUN_CACHE), a learner copy replays this call from the solution
+    # copy's identical run (normlab/runcache.py says when that is exact); otherwise this is loop(model).
+    inputs = (data, steps, batch, opt, lr, betas, warmup, seed, threads, ratios, update_batch)
+    return runcache.run(lambda: _loop(model, next_batch, steps, opt, lr, betas, warmup, threads, ratios,
+                                      update_batch, after_backward, desc, progress),
+                        model, inputs, unsafe=after_backward is not None, desc=desc)
+
+
+def _loop(model, next_batch, steps, opt, lr, betas, warmup, threads, ratios, update_batch, after_backward,
+          desc, progress) -> History:
     optimizer = (torch.optim.SGD(model.parameters(), lr=lr) if opt == "sgd"
                  else torch.optim.Adam(model.parameters(), lr=lr, betas=betas))
-    next_batch = _sampler(data, batch, torch.Generator().manual_seed(seed))
     weights = [p for p in model.parameters() if p.dim() >= 2] if ratios else []
     history = History()
     with one_thread(threads):

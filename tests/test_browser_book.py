@@ -390,33 +390,6 @@ def model_problems(blocks: list[dict]) -> list[str]:
     return out
 
 
-def test_slides_fit_a_projector_and_keep_answers_hidden_until_revealed(browser, decks_url, artifacts):
-    """Every slide of every deck in Chromium at 1280x720: within the limits (model.SLIDE_PROSE characters
-    of prose, model.SLIDE_CODE rows of code), nothing below the screen's bottom edge nor cut at the
-    slide's right edge, no code block taller than the layout counted it, and before a question's
-    fragments are shown nothing of its answer (the outputs, the <details> body) is visible."""
-    report = []
-    for name in NOTEBOOKS:
-        result, problems, page = check_deck(browser, f"{decks_url}/{name}.slides.html")
-        src = (ROOT / "notebooks" / f"{name}.md").read_text(encoding="utf-8")
-        asked = len(re.findall(r"^\*\*先想一想\*\*", src, flags=re.M))
-        assert result["questions"] == asked, f"{name}: {asked} questions in the source, {result['questions']} in the deck"
-        assert result["answers"] == len(re.findall(r"^<details><summary>答案", src, flags=re.M)), name
-        report += [f"{name}: {p}" for p in result["problems"] + model_problems(result["blocks"])]
-        fullest = max(result["sizes"], key=lambda s: s["bottom"])
-        wrapped = sum(b["rows"] > b["text"].count("\n") + 1 for b in result["blocks"])
-        print(f"{name}: {len(result['sizes'])} slides; most prose {max(s['prose'] for s in result['sizes'])}, "
-              f"fullest {fullest['where']} to {fullest['bottom']} px; {wrapped} code blocks with a wrapped line")
-        if asked:   # the first question's slide, before and after its answer is revealed
-            page.evaluate("""() => { const R = require("vendor/reveal.js/dist/reveal.js");
-              const p = Array.from(document.querySelectorAll(".reveal .slides p")).find(p => p.textContent.startsWith("先想一想"));
-              const i = R.getIndices(p.closest("section")); R.slide(i.h, i.v, -1); }""")
-            page.screenshot(path=str(artifacts / f"slides_{name}_question.png"))
-        page.close()
-        assert not problems, f"{name}: {problems}"
-    assert not report, "\n".join(report[:40])
-
-
 # A deck of what does not fit across a slide, one thing per slide (its title names it).
 TOO_WIDE = {
     "长代码": "result = " + " + ".join(f"weights[{i}] * inputs[{i}]" for i in range(7)) + "  # 约 200 个字符的一行",

@@ -28,6 +28,7 @@ import slide_layout as layout  # noqa: E402
 import slide_model as model  # noqa: E402
 import slide_style as style  # noqa: E402
 import slides as decks  # noqa: E402
+from test_browser_book import check_deck, model_problems  # noqa: E402  (the fit check, run on the same pages)
 
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.md"))
 TABLE_PX, CODE_PX, WIDGET_PX = 20, 20, 18
@@ -97,12 +98,56 @@ def size_report(name: str, result: dict) -> list[str]:
     return out
 
 
-def test_tables_code_and_widget_labels_are_large_enough(browser, decks_url):
-    report, seen = [], {"table": 0, "code": 0, "widget": 0}
+@pytest.fixture(scope="module")
+def checked_decks(browser, decks_url, artifacts) -> dict:
+    """Every deck opened once at 1280x720 (issue 27: one pass, not one per check), and on that page the
+    three deck-wide checks run in turn, each leaving the deck as it found it: test_browser_book's
+    SLIDE_CHECK (fit, answers hidden), STEPS (no answer, no title alone, no lost figure) and SIZES
+    (font sizes, text per slide). {name: {"fit", "console", "steps", "sizes", "answers"}}."""
+    out = {}
     for name in NOTEBOOKS:
-        result = measure(browser, f"{decks_url}/{name}.slides.html")
-        report += size_report(name, result)
-        for kind, n in result["counted"].items():
+        fit, console, page = check_deck(browser, f"{decks_url}/{name}.slides.html")
+        try:
+            answers = reference_lines(name)
+            steps = page.evaluate(STEPS, {"ref": r"(?<![页面的])[左右上下]图", "answers": answers})
+            sizes = page.evaluate(SIZES, {"table": TABLE_PX, "code": CODE_PX, "widget": WIDGET_PX})
+            if fit["questions"]:   # the first question's slide, before its answer is revealed
+                page.evaluate("""() => { const R = require("vendor/reveal.js/dist/reveal.js");
+                  const p = Array.from(document.querySelectorAll(".reveal .slides p")).find(p => p.textContent.startsWith("先想一想"));
+                  const i = R.getIndices(p.closest("section")); R.slide(i.h, i.v, -1); }""")
+                page.screenshot(path=str(artifacts / f"slides_{name}_question.png"))
+        finally:
+            page.close()
+        out[name] = {"fit": fit, "console": console, "steps": steps, "sizes": sizes, "answers": len(answers)}
+    return out
+
+
+def test_slides_fit_a_projector_and_keep_answers_hidden_until_revealed(checked_decks):
+    """Every slide of every deck in Chromium at 1280x720: within the limits (model.SLIDE_PROSE characters
+    of prose, model.SLIDE_CODE rows of code), nothing below the screen's bottom edge nor cut at the
+    slide's right edge, no code block taller than the layout counted it, and before a question's
+    fragments are shown nothing of its answer (the outputs, the <details> body) is visible."""
+    report = []
+    for name, checked in checked_decks.items():
+        result = checked["fit"]
+        src = (ROOT / "notebooks" / f"{name}.md").read_text(encoding="utf-8")
+        asked = len(re.findall(r"^\*\*先想一想\*\*", src, flags=re.M))
+        assert result["questions"] == asked, f"{name}: {asked} questions in the source, {result['questions']} in the deck"
+        assert result["answers"] == len(re.findall(r"^<details><summary>答案", src, flags=re.M)), name
+        report += [f"{name}: {p}" for p in result["problems"] + model_problems(result["blocks"])]
+        fullest = max(result["sizes"], key=lambda s: s["bottom"])
+        wrapped = sum(b["rows"] > b["text"].count("\n") + 1 for b in result["blocks"])
+        print(f"{name}: {len(result['sizes'])} slides; most prose {max(s['prose'] for s in result['sizes'])}, "
+              f"fullest {fullest['where']} to {fullest['bottom']} px; {wrapped} code blocks with a wrapped line")
+        assert not checked["console"], f"{name}: {checked['console']}"
+    assert not report, "\n".join(report[:40])
+
+
+def test_tables_code_and_widget_labels_are_large_enough(checked_decks):
+    report, seen = [], {"table": 0, "code": 0, "widget": 0}
+    for name, checked in checked_decks.items():
+        report += size_report(name, checked["sizes"])
+        for kind, n in checked["sizes"]["counted"].items():
             seen[kind] += n
     assert all(n > 100 for n in seen.values()), seen          # the decks do hold tables, code and widgets
     assert not report, "\n".join(report)
@@ -294,18 +339,13 @@ def reference_lines(name: str) -> list[str]:
     return lines
 
 
-def test_real_decks_no_answer_no_title_alone_no_lost_figure_no_crowded_slide(browser, decks_url):
+def test_real_decks_no_answer_no_title_alone_no_lost_figure_no_crowded_slide(checked_decks):
     report, answers_checked = [], 0
-    for name in NOTEBOOKS:
-        page = open_deck(browser, f"{decks_url}/{name}.slides.html")
-        answers = reference_lines(name)
-        answers_checked += len(answers)
-        try:
-            report += [f"{name}: {p}" for p in page.evaluate(STEPS, {"ref": r"(?<![页面的])[左右上下]图", "answers": answers})]
-        finally:
-            page.close()
-        result = measure(browser, f"{decks_url}/{name}.slides.html")
-        report += [f"{name}: {s['where']}: {s['text']} characters" for s in result["slides"] if s["text"] > model.SLIDE_TEXT]
+    for name, checked in checked_decks.items():
+        answers_checked += checked["answers"]
+        report += [f"{name}: {p}" for p in checked["steps"]]
+        report += [f"{name}: {s['where']}: {s['text']} characters" for s in checked["sizes"]["slides"]
+                   if s["text"] > model.SLIDE_TEXT]
     assert answers_checked >= 20, answers_checked
     assert not report, "\n".join(report[:40])
 

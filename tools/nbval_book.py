@@ -24,21 +24,16 @@ tests/ use it. Three jobs:
    taken, so when a worker reaches a book test every solution copy is done or being run by the other
    worker, which runs nothing it took later first: the wait cannot deadlock.
 
-3. **A time budget.** After the run: the ten slowest items (setup + call + teardown) and the total of
-   each group (unit tests, nbval solution copies, nbval learner copies, the book/slides build, browser
-   tests), so that a regression shows where it comes from. The build's time (and the wait for nbval) is
-   measured inside the fixtures (``charge``) and travels with the setup report of the item that
-   triggered it (user_properties; under xdist the controller prints).
+3. **A time budget**: tools/time_budget.py (registered here, in the controller).
 
-Why the learner copy still runs whole (issue 27 item 2: not solved here). A learner copy is the
-solution copy with each answer replaced by ``raise NotImplementedError``; its exercises come after
-60-70 % of the code cells, and its cost is that identical prefix. Skipping the prefix needs the
-exercises to start in a kernel holding the solution run's exact state there: pickling a namespace of
-torch models, widgets and figures is incomplete, a forked kernel keeps its parent's ZeroMQ sockets,
-and the cheaper substitutes (one kernel for both tails, results cached in normlab, a def-use slice)
-cannot be shown to behave as a learner's run. So the learner copy runs top to bottom, in JupyterLab's
-default setting (live widgets, no figure output): the widgets' live path, which the solution copies
-(static, for the book) no longer take.
+The learner copy (issue 27 item 2) runs top to bottom in a kernel of its own, as a learner's does, in
+JupyterLab's default setting (live widgets, no figure output): the widgets' live path, which the
+solution copies (static, for the book) no longer take. Its trainings are not timed twice: the solution
+copy's kernel records each normlab.train.train call (NORMLAB_RUN_CACHE=record:...), and the learner
+copy's kernel, started after it, puts a call's recorded result back when the call comes at the same
+point of the same cells with the same model, data, arguments and random states (normlab/runcache.py
+says why that is exact; tests/test_runcache.py shows it bit for bit). From the first exercise cell on,
+the cells differ, so nothing there is replayed.
 """
 
 from __future__ import annotations
@@ -46,10 +41,12 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 import sys
 import time
 import warnings
 from collections import defaultdict
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -57,14 +54,15 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import execution  # noqa: E402
 import notebooks as nbtools  # noqa: E402
+from time_budget import RUNCACHE, TimeBudget, group_of  # noqa: E402,F401  (job 3; group_of for its test)
 
 ROOT = execution.ROOT
 EXECUTED = execution.EXECUTED
 FIGURES = ROOT / "build" / "figures"
+RUNCACHE_VARIABLE = "NORMLAB_RUN_CACHE"   # normlab.runcache.VARIABLE (tools import no normlab at module level)
 SETUP_TAG = "normlab-setup"     # the setup cell normlab.course adds to every exported copy (no source cell)
+BROWSER_FIXTURES = {"browser", "lab"}     # tests that drive Chromium (time budget: "browser tests")
 BUILD_FIXTURES = {"book_url", "slides_url", "decks_url", "site_url", "executed_notebooks"}
-GROUPS = ("unit tests", "nbval solution copies", "nbval learner copies", "book/slides build",
-          "waiting for nbval", "browser tests")
 
 
 def run_id() -> str:
@@ -214,21 +212,31 @@ def save_figures(nb, stem: str) -> int:
 OUTPUT_TIMEOUT = 60   # s nbval waits for a cell's next output message after its reply (nbval's own: 5)
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_setup(item):
-    """The first cell of a solution copy: nbval starts its kernel here, in the book's environment.
-    Every cell: nbval's 5 s wait for the outputs after the reply becomes OUTPUT_TIMEOUT (on a loaded
-    machine a cell's progress-bar messages came more than 5 s late and failed a learner copy)."""
-    if is_cell(item):
-        item.output_timeout = max(getattr(item, "output_timeout", 0), OUTPUT_TIMEOUT)
-    nbfile = item.parent if is_cell(item) else None
-    src = source_of(nbfile.path) if nbfile is not None and nbfile.kernel is None else None
-    if src is None:
-        yield
-        return
-    marker(src.stem).unlink(missing_ok=True)
-    saved = {k: os.environ.get(k) for k in execution.KERNEL_ENV}
-    os.environ.update(execution.KERNEL_ENV)
+def runcache_dir() -> Path:
+    """This run's folder of recorded trainings (normlab/runcache.py), one subfolder per lesson."""
+    return RUNCACHE / run_id()
+
+
+def learner_stem(path) -> str | None:
+    """NAME for a learner copy build/nbval/NAME_learner.ipynb whose solution copy has a source; else None."""
+    stem = Path(path).stem
+    return stem.removesuffix("_learner") if stem.endswith("_learner") and source_of(Path(stem.removesuffix("_learner"))) else None
+
+
+def wait_for_solution(stem: str, timeout: float = 300.0) -> float:
+    """Before a learner copy starts: give its solution copy (taken first, usually done) time to finish,
+    so that its trainings are there to replay. Never fails: without them the learner copy trains."""
+    t0 = time.time()
+    while not read_marker(stem).get("status") and time.time() - t0 < timeout:
+        time.sleep(0.5)
+    return time.time() - t0
+
+
+@contextmanager
+def kernel_env(env: dict):
+    """os.environ with ``env`` while nbval starts a kernel (the kernel inherits it), then as it was."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
     try:
         yield
     finally:
@@ -237,6 +245,34 @@ def pytest_runtest_setup(item):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    """The first cell of a solution copy: nbval starts its kernel here, in the book's environment, and
+    recording its trainings (normlab/runcache.py); the first cell of a learner copy: replaying them.
+    Every cell: nbval's 5 s wait for the outputs after the reply becomes OUTPUT_TIMEOUT (on a loaded
+    machine a cell's progress-bar messages came more than 5 s late and failed a learner copy)."""
+    if is_cell(item):
+        item.output_timeout = max(getattr(item, "output_timeout", 0), OUTPUT_TIMEOUT)
+    nbfile = item.parent if is_cell(item) else None
+    starting = nbfile is not None and nbfile.kernel is None
+    src = source_of(nbfile.path) if starting else None
+    learner = learner_stem(nbfile.path) if starting else None
+    if learner is not None:
+        charge("normlab_wait_s", wait_for_solution(learner))
+        with kernel_env({RUNCACHE_VARIABLE: f"replay:{runcache_dir() / learner}"}):
+            yield
+        return
+    if src is None:
+        yield
+        return
+    marker(src.stem).unlink(missing_ok=True)
+    for old in RUNCACHE.glob("*"):                  # earlier runs' recordings
+        if old.name != run_id():
+            shutil.rmtree(old, ignore_errors=True)
+    with kernel_env({**execution.KERNEL_ENV, RUNCACHE_VARIABLE: f"record:{runcache_dir() / src.stem}"}):
+        yield
     if nbfile.kernel is None:                       # the kernel did not start: nbval fails the cell
         write_marker(src.stem, "failed", "the kernel did not start")
         return
@@ -267,6 +303,9 @@ def pytest_runtest_makereport(item, call):
         report = outcome.get_result()
         report.user_properties = list(report.user_properties) + list(PENDING.items())
         PENDING.clear()
+    if BROWSER_FIXTURES & set(getattr(item, "fixturenames", ())):     # a browser test wherever it lives
+        report = outcome.get_result()
+        report.user_properties = list(report.user_properties) + [("normlab_group", "browser tests")]
     rec = getattr(item.parent, "_normlab_recording", None) if is_cell(item) else None
     if rec is None or rec.failed == "done":
         return
@@ -349,47 +388,6 @@ def pytest_collection_modifyitems(session, config, items):
         return (1, 0.0) if name == builder else (3, 0.0) if name in late else (2, 0.0)
 
     items[:] = [item for _, item in sorted(enumerate(items), key=lambda p: (rank(p[1]), p[0]))]
-
-
-# --- 3. the time budget -----------------------------------------------------------------------------
-
-def group_of(nodeid: str) -> str:
-    path = nodeid.split("::")[0]
-    if path.endswith(".ipynb"):
-        return "nbval learner copies" if Path(path).stem.endswith("_learner") else "nbval solution copies"
-    return "browser tests" if Path(path).name.startswith("test_browser_") else "unit tests"
-
-
-class TimeBudget:
-    """Collects every report's duration (in the controller under xdist) and prints the summary."""
-
-    def __init__(self):
-        self.items: dict[str, float] = defaultdict(float)
-        self.groups: dict[str, float] = defaultdict(float)
-        self.t0 = time.time()
-
-    def pytest_runtest_logreport(self, report):
-        spent = dict(p for p in report.user_properties if isinstance(p, tuple) and len(p) == 2)
-        build, wait = spent.get("normlab_build_s", 0.0), spent.get("normlab_wait_s", 0.0)
-        self.items[report.nodeid] += max(report.duration - build - wait, 0.0)
-        if build:
-            self.items[f"[book/slides build, in the setup of] {report.nodeid}"] += build
-        self.groups["book/slides build"] += build
-        self.groups["waiting for nbval"] += wait
-        self.groups[group_of(report.nodeid)] += max(report.duration - build - wait, 0.0)
-
-    def pytest_terminal_summary(self, terminalreporter):
-        if not self.items:
-            return
-        tr = terminalreporter
-        tr.write_sep("=", "time budget (issue 27): where the test run's time went")
-        tr.write_line("the ten slowest items (setup + call + teardown, s):")
-        for nodeid, s in sorted(self.items.items(), key=lambda p: -p[1])[:10]:
-            tr.write_line(f"  {s:7.1f}  {nodeid}")
-        tr.write_line("total per group (s, summed over the workers):")
-        for group in GROUPS:
-            tr.write_line(f"  {self.groups.get(group, 0.0):7.1f}  {group}")
-        tr.write_line(f"  {sum(self.groups.values()):7.1f}  all items; {time.time() - self.t0:.0f} s of wall time")
 
 
 def pytest_configure(config):

@@ -1,0 +1,214 @@
+"""normlab/runcache.py: a training the learner copy replays from the solution copy's run leaves the kernel
+exactly as the training itself would (issue 27 item 2), and nothing is replayed that could differ.
+
+The reference is the training itself: each scenario is run as a "solution copy" (recording) and again
+as a "learner copy" (replaying, with the training loop made to raise, so the replay is what ran), and
+everything the training leaves behind is compared bit for bit: the History, every parameter and
+buffer, every .grad, the modules' modes, their own generators, and the next draws of torch's, NumPy's
+and Python's global random streams. The scenarios are the kinds the lessons run: the digits net with
+ratios, an MLP with noisy BatchNorm (its own generator) and dropout (the global stream), SGD, and a
+Transformer with warm-up and DeepNet's per-step update batch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from normlab import data, env, models, runcache
+from normlab import train as train_module
+from normlab.lessons import batchnorm as bn_lab
+from normlab.train import train
+
+DIGITS = data.digits(n_train=300)
+
+
+def digits_net():
+    return models.DigitsNet(3, 32, "pre"), dict(data=(DIGITS[0], DIGITS[1]), steps=25, batch=32, ratios=True)
+
+
+def noisy_mlp():
+    model = nn.Sequential(bn_lab.mlp("bn_noise", depth=2, width=32), nn.Dropout(0.2))
+    return model, dict(data=(DIGITS[0], DIGITS[1]), steps=25, batch=32, opt="sgd", lr=0.3)
+
+
+def transformer():
+    task = data.make_task("reverse", vocab=8, seq_len=6)
+    model = models.SequenceModel(8, 6, depth=2, width=16, wiring="post")
+    return model, dict(data=task, steps=20, batch=16, warmup=5, betas=(0.9, 0.98),
+                       update_batch=task.batch(8, torch.Generator().manual_seed(1))[0])
+
+
+SCENARIOS = {"digits_net": digits_net, "noisy_mlp": noisy_mlp, "transformer": transformer}
+
+
+@pytest.fixture
+def kernel(monkeypatch, tmp_path):
+    """start(kind): a fresh kernel in the solution copy's ("record") or the learner copy's ("replay") mode."""
+    def start(kind: str | None):
+        if kind is None:
+            monkeypatch.delenv(runcache.VARIABLE, raising=False)
+        else:
+            monkeypatch.setenv(runcache.VARIABLE, f"{kind}:{tmp_path}")
+        monkeypatch.setattr(runcache, "_cells", hashlib.sha256())
+        monkeypatch.setattr(runcache, "_current", [None, 0])
+    start.folder = tmp_path
+    return start
+
+
+def program(scenario: str, first_cell: str = "import normlab\nnormlab.setup()", build=None):
+    """Two cells, as a lesson runs them: the set-up (seeds), then the cell that builds and trains."""
+    runcache.cell(first_cell)
+    env.seed_all(0)
+    runcache.cell(f"model, kwargs = {scenario}()\nhistory = train(model, **kwargs)")
+    model, kwargs = (build or SCENARIOS[scenario])()
+    history = train(model, progress=False, **kwargs)
+    return after(model, history)
+
+
+def after(model, history) -> dict:
+    """Everything a later cell could see of the training."""
+    return {"history": history,
+            "tensors": {k: t.detach().clone() for k, t in {**dict(model.named_parameters()),
+                                                          **dict(model.named_buffers())}.items()},
+            "grads": {k: None if p.grad is None else p.grad.clone() for k, p in model.named_parameters()},
+            "modes": {k: m.training for k, m in model.named_modules()},
+            "generators": {k: g.get_state() for k, g in runcache._generators(model).items()},
+            "next draws": (torch.rand(4), np.random.rand(2), random.random())}
+
+
+def assert_same(a: dict, b: dict) -> None:
+    assert a["history"] == b["history"]
+    assert a["history"].losses, "the history is empty"
+    for part in ("tensors", "grads", "generators"):
+        assert a[part].keys() == b[part].keys(), part
+        for k in a[part]:
+            x, y = a[part][k], b[part][k]
+            assert (x is None) == (y is None), f"{part} {k}"
+            assert x is None or torch.equal(x, y), f"{part} {k} differs"
+    assert a["modes"] == b["modes"]
+    ta, na, ra = a["next draws"]
+    tb, nb, rb = b["next draws"]
+    assert torch.equal(ta, tb) and np.array_equal(na, nb) and ra == rb, "the global random streams differ"
+
+
+def replays(folder) -> list[str]:
+    log = folder / runcache.LOG
+    return log.read_text(encoding="utf-8").splitlines() if log.exists() else []
+
+
+def no_loop(*args, **kwargs):
+    raise AssertionError("the training loop ran: nothing was replayed")
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_a_replayed_training_leaves_the_kernel_as_the_training_does(kernel, monkeypatch, scenario):
+    kernel("record")
+    trained = program(scenario)
+    assert list(kernel.folder.glob("*.pt")), "the solution copy recorded nothing"
+    kernel("replay")
+    monkeypatch.setattr(train_module, "_loop", no_loop)
+    replayed = program(scenario)
+    assert len(replays(kernel.folder)) == 1
+    assert_same(trained, replayed)
+
+
+def test_the_comparison_fails_when_the_replay_leaves_a_random_stream_out(kernel, monkeypatch):
+    """The check above can fail: a replay that does not put the global random states back is caught
+    (the noisy MLP's dropout draws from torch's global stream)."""
+    kernel("record")
+    trained = program("noisy_mlp")
+    kernel("replay")
+    put_back = runcache._put_back
+
+    def forgetful(model, saved):
+        state = torch.get_rng_state()
+        history = put_back(model, saved)
+        torch.set_rng_state(state)
+        return history
+    monkeypatch.setattr(runcache, "_put_back", forgetful)
+    with pytest.raises(AssertionError, match="random streams"):
+        assert_same(trained, program("noisy_mlp"))
+
+
+def test_nothing_is_replayed_after_a_cell_that_differs(kernel):
+    """A learner copy's exercise cells differ from the solution's: a training there, even of a model with
+    the same class name and the same weights, trains (the program so far is part of the key)."""
+    kernel("record")
+    program("digits_net")
+    kernel("replay")
+    program("digits_net", first_cell="import normlab\nnormlab.setup()\n# a learner's edit")
+    assert replays(kernel.folder) == []
+
+
+def test_a_learners_own_class_of_the_same_name_is_not_replayed(kernel):
+    """Even in the same cells (the history already tells them apart in a real learner copy): two kernels'
+    ``Net`` with the same name and weights but another forward are another model."""
+    class Net(nn.Sequential):
+        pass
+
+    def solution():
+        torch.manual_seed(0)
+        return Net(nn.Linear(64, 16), nn.Tanh(), nn.Linear(16, 10)), dict(data=(DIGITS[0], DIGITS[1]), steps=5)
+
+    class Learner(nn.Sequential):             # same layers, same weights; another class
+        def forward(self, x):
+            return super().forward(x) * 2
+    Learner.__qualname__ = Net.__qualname__
+
+    def learner():
+        torch.manual_seed(0)
+        return Learner(nn.Linear(64, 16), nn.Tanh(), nn.Linear(16, 10)), dict(data=(DIGITS[0], DIGITS[1]), steps=5)
+
+    kernel("record")
+    program("digits_net", build=solution)
+    kernel("replay")
+    program("digits_net", build=learner)
+    assert replays(kernel.folder) == []
+
+
+def test_other_inputs_are_not_replayed(kernel):
+    """Same cells, other weights (e.g. a different seed upstream): the training runs."""
+    kernel("record")
+    program("digits_net")
+    kernel("replay")
+
+    def other():
+        model, kwargs = digits_net()
+        with torch.no_grad():
+            model.head.bias.add_(1e-6)
+        return model, kwargs
+    program("digits_net", build=other)
+    assert replays(kernel.folder) == []
+
+
+def test_a_training_whose_effects_reach_further_is_never_recorded(kernel):
+    """A callback, a hook, or a module attribute the training changes: not recorded, so never replayed."""
+    kernel("record")
+    runcache.cell("cell")
+    model, kwargs = digits_net()
+    seen = []
+    train(model, progress=False, after_backward=seen.append, **kwargs)
+    handle = model.head.register_forward_hook(lambda m, i, o: seen.append(1))
+    train(model, progress=False, **kwargs)
+    handle.remove()
+
+    class Counting(nn.Linear):
+        def forward(self, x):
+            self.calls = getattr(self, "calls", 0) + 1
+            return super().forward(x)
+    train(nn.Sequential(Counting(64, 10)), (DIGITS[0], DIGITS[1]), 5, progress=False)
+    assert len(seen) > 25
+    assert not list(kernel.folder.glob("*.pt"))
+
+
+def test_off_unless_the_test_run_sets_it(kernel):
+    kernel(None)
+    assert runcache.mode() is None
+    program("digits_net")
+    assert not list(kernel.folder.iterdir())
