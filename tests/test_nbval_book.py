@@ -150,7 +150,13 @@ def test_order_puts_the_book_after_every_solution_copy(monkeypatch):
     nbval_book.pytest_collection_modifyitems(None, None, items)
     names = [i.parent.path.stem if isinstance(i, Cell) else i.module.__name__ for i in items]
     assert names == ["02_batchnorm", "01_residuals", "00_course_map", "test_browser_book", "01_residuals_learner",
-                     "test_norms", "test_slides", "test_browser_widgets"]
+                     "test_norms", "test_browser_widgets", "test_slides"]
+    # the longest module that needs the build (LATE_FIRST) builds it, and the long ones go first
+    items.append(Item("test_slides_readable", ["decks_url"]))
+    nbval_book.pytest_collection_modifyitems(None, None, items)
+    names = [i.parent.path.stem if isinstance(i, Cell) else i.module.__name__ for i in items]
+    assert names == ["02_batchnorm", "01_residuals", "00_course_map", "test_slides_readable", "01_residuals_learner",
+                     "test_norms", "test_browser_widgets", "test_browser_book", "test_slides"]
 
 
 def test_each_item_has_its_group():

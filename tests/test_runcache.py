@@ -212,3 +212,27 @@ def test_off_unless_the_test_run_sets_it(kernel):
     assert runcache.mode() is None
     program("digits_net")
     assert not list(kernel.folder.iterdir())
+
+
+def test_deepnorm_first_step_is_replayed_exactly(kernel, monkeypatch):
+    """05's other heavy measurement (one backward and one Adam step at initialisation) goes through the same
+    replay: its result and the model it leaves behind are the measurement's own, bit for bit."""
+    from normlab.lessons import deepnorm
+
+    def run():
+        runcache.cell("import normlab\nnormlab.setup()")
+        env.seed_all(0)
+        runcache.cell("r = deepnorm.first_step(deepnorm.variant_model('post', 6), x, y, x_u)")
+        model = deepnorm.variant_model("post", 6, seed=0)
+        x, y = DIGITS[0][:64], DIGITS[1][:64]
+        result = deepnorm.first_step(model, x, y, DIGITS[0][64:96])
+        return result, after(model, train_module.History(losses=[result["update"]]))
+
+    kernel("record")
+    measured, left = run()
+    kernel("replay")
+    monkeypatch.setattr(deepnorm, "_first_step", no_loop)
+    replayed, left_again = run()
+    assert replays(kernel.folder) == [line for line in replays(kernel.folder) if "first_step" in line] != []
+    assert measured == replayed
+    assert_same(left, left_again)

@@ -26,14 +26,9 @@ tests/ use it. Three jobs:
 
 3. **A time budget**: tools/time_budget.py (registered here, in the controller).
 
-The learner copy (issue 27 item 2) runs top to bottom in a kernel of its own, as a learner's does, in
-JupyterLab's default setting (live widgets, no figure output): the widgets' live path, which the
-solution copies (static, for the book) no longer take. Its trainings are not timed twice: the solution
-copy's kernel records each normlab.train.train call (NORMLAB_RUN_CACHE=record:...), and the learner
-copy's kernel, started after it, puts a call's recorded result back when the call comes at the same
-point of the same cells with the same model, data, arguments and random states (normlab/runcache.py
-says why that is exact; tests/test_runcache.py shows it bit for bit). From the first exercise cell on,
-the cells differ, so nothing there is replayed.
+The learner copy runs top to bottom in a kernel of its own with live widgets (JupyterLab's path),
+replaying the trainings its solution copy recorded in this run (normlab/runcache.py says when that is
+exact; tests/test_runcache.py shows it bit for bit): issue 27 item 2.
 """
 
 from __future__ import annotations
@@ -62,6 +57,9 @@ FIGURES = ROOT / "build" / "figures"
 RUNCACHE_VARIABLE = "NORMLAB_RUN_CACHE"   # normlab.runcache.VARIABLE (tools import no normlab at module level)
 SETUP_TAG = "normlab-setup"     # the setup cell normlab.course adds to every exported copy (no source cell)
 BROWSER_FIXTURES = {"browser", "lab"}     # tests that drive Chromium (time budget: "browser tests")
+# The longest modules that need the build, longest first (build/time_budget.json of a run: the deck-wide
+# checks ~80 s, the widget pages ~90 s, the book's pages ~40 s on an idle 2-core machine).
+LATE_FIRST = ("test_slides_readable", "test_browser_widgets", "test_browser_book")
 BUILD_FIXTURES = {"book_url", "slides_url", "decks_url", "site_url", "executed_notebooks"}
 
 
@@ -371,12 +369,17 @@ def pytest_collection_modifyitems(session, config, items):
     1. the first module that needs the built book: the worker that takes it waits for the other's last
        notebook and builds the book and the slides, while the other goes on with
     2. the learner copies (longest first), then the unit tests;
-    3. the other modules that need the build or the executed notebooks (BUILD_FIXTURES)."""
+    3. the other modules that need the build or the executed notebooks (BUILD_FIXTURES).
+    Of the modules that need the build, LATE_FIRST go first, longest first: the builder is the longest
+    (its worker builds and then runs it while the other runs learner copies and unit tests), and
+    no long module is left to run alone at the end."""
     late = {item.module.__name__ for item in items if getattr(item, "module", None) is not None
             and BUILD_FIXTURES & set(getattr(item, "fixturenames", ()))}
-    builder = next((item.module.__name__ for item in items if getattr(item, "module", None) is not None
-                    and item.module.__name__ in late and {"book_url", "slides_url", "decks_url"}
-                    & set(item.fixturenames)), None)
+    first = {name: i for i, name in enumerate(LATE_FIRST)}
+    builders = sorted((item.module.__name__ for item in items if getattr(item, "module", None) is not None
+                       and item.module.__name__ in late and {"book_url", "slides_url", "decks_url"}
+                       & set(item.fixturenames)), key=lambda name: first.get(name, len(first)))
+    builder = builders[0] if builders else None
 
     def rank(item) -> tuple[int, float]:
         if is_cell(item):
@@ -385,7 +388,7 @@ def pytest_collection_modifyitems(session, config, items):
                 (2, -expected_seconds(stem.removesuffix("_learner")) - 1e6)
         module = getattr(item, "module", None)
         name = module.__name__ if module is not None else ""
-        return (1, 0.0) if name == builder else (3, 0.0) if name in late else (2, 0.0)
+        return (1, 0.0) if name == builder else (3, first.get(name, len(first))) if name in late else (2, 0.0)
 
     items[:] = [item for _, item in sorted(enumerate(items), key=lambda p: (rank(p[1]), p[0]))]
 

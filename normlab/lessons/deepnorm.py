@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .. import runcache
 from ..blocks import seeded
 from ..init import deepnorm_constants
 from ..models import DigitsNet
@@ -88,7 +89,12 @@ def first_step(model, x, y, update_batch, lr: float = 1e-4) -> dict[str, object]
 
     Returns ``grad_fc1`` / ``grad_fc2``: per layer ||dL/dW|| (bottom layer first), ``update``:
     ||F(x_u; theta_1) - F(x_u; theta_0)|| per sample of ``update_batch`` (x_u), ``relative_update``: the
-    same over ||F(x_u; theta_0)||."""
+    same over ||F(x_u; theta_0)||. (Under the test run, a learner copy replays it: normlab/runcache.py.)"""
+    return runcache.run(lambda: _first_step(model, x, y, update_batch, lr), model, (x, y, update_batch, lr),
+                        desc="deepnorm.first_step")
+
+
+def _first_step(model, x, y, update_batch, lr: float) -> dict[str, object]:
     branch = [p for n, p in model.named_parameters() if ".sublayer." in n]
     for p in model.parameters():
         p.grad = None
