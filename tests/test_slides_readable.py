@@ -404,3 +404,55 @@ def test_the_errata_index_fits_the_book_column_at_1366(browser, book_url, artifa
     assert fit["last"].startswith("课程章节"), fit
     assert fit["right"] <= fit["column"] + 1 and fit["lastRight"] <= fit["column"] + 1, fit
     assert not fit["clipped"] and fit["cells"] == 0, fit
+
+
+# --- the slides' scroll rule (tools/slides.py SCROLLING_SLIDE_FAST), against the template's own ----------
+
+SCROLL_CASES = r"""(fns) => {
+  // A deck's skeleton at 720 px: a vertical stack with a tall and a short slide, and a tall slide of its own.
+  const make = () => {
+    document.body.innerHTML = `<div class="reveal" style="height:720px"><div class="slides">
+      <section class="stack present"><section id="tall" class="present" style="padding:10px">
+        <div style="height:900px"></div></section><section id="short"><div style="height:100px"></div></section></section>
+      <section id="alone" style="display:block"><div style="height:900px"></div></section></div></div>`;
+  };
+  const read = () => Array.from(document.querySelectorAll("section[id]")).map(s =>
+    [s.id, s.style.overflowY, s.style.height, s.style.marginTop].join("|"));
+  const out = {};
+  for (const [name, src] of Object.entries(fns)) {
+    make();
+    const f = new Function("$", "Reveal", src + "; return setScrollingSlide;")(window.jQuery, {});
+    f({currentSlide: document.getElementById("tall")});
+    document.getElementById("tall").classList.remove("present");
+    document.getElementById("short").classList.add("present");
+    f({currentSlide: document.getElementById("short")});
+    out[name] = read();
+  }
+  return out;
+}"""
+
+
+def test_the_fast_scroll_rule_gives_what_the_templates_rule_gave(browser, tmp_path):
+    """nbconvert's template measured every slide of the shown stack with jQuery at each slide change (80 ms
+    a step in 09's deck); ours measures the slide shown. On the same slides both give the tall slide of a
+    stack its scroll bar, and neither touches a short one or a tall slide outside a stack."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# 标题")],
+                                  metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    template, _ = decks.slides_exporter().from_notebook_node(nb)
+    original = decks.SCROLLING_SLIDE.search(template)
+    assert original, "nbconvert's reveal template no longer has setScrollingSlide"
+    decks.copy_slide_vendor(tmp_path)
+    page_file = tmp_path / "scroll.html"
+    page_file.write_text("<!doctype html><meta charset='utf-8'><script src='vendor/jquery.min.js'></script><body></body>",
+                         encoding="utf-8")
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    try:
+        page.goto(page_file.as_uri())
+        got = page.evaluate(SCROLL_CASES, {"template": original.group(0), "ours": decks.SCROLLING_SLIDE_FAST})
+    finally:
+        page.close()
+    assert got["ours"] == got["template"], got
+    assert got["ours"][0].startswith("tall|scroll|calc(95vh)|20px"), got
+    assert got["ours"][1] == "short|||" and got["ours"][2] == "alone|||", got

@@ -65,6 +65,8 @@ def slides_html(exporter, nb: nbformat.NotebookNode) -> str:
     # opened on the slide grows downwards within the height the layout left for it.
     assert "Reveal.initialize({" in body, "nbconvert's reveal template changed (Reveal.initialize)"
     body = body.replace("Reveal.initialize({", "Reveal.initialize({center: false,", 1)
+    body, n = SCROLLING_SLIDE.subn(lambda m: SCROLLING_SLIDE_FAST, body, count=1)
+    assert n == 1, "nbconvert's reveal template changed (setScrollingSlide)"
     return MATHJAX2_HOOK.sub(lambda m: FIT_MATH, body, count=1)
 
 
@@ -191,6 +193,22 @@ FIT_MATH = """window.fitMath = function(root) {
         var update = function(event){ fitMath(event.currentSlide); };
         document.addEventListener('toggle', function (event) { fitMath(event.target); }, true);
         fitMath();"""
+
+
+# The template's scroll bar for a slide taller than the screen measured, with jQuery, every slide of the
+# current vertical stack at every slide change: 80 ms a step in 09's deck (138 slides; a speaker's click
+# lags, and the Chromium tests spent most of their time there). The same rule, for the slide shown
+# (jQuery's height(): the content box).
+SCROLLING_SLIDE = re.compile(r"function setScrollingSlide\(\) \{.*?\n        \}\n", re.S)
+SCROLLING_SLIDE_FAST = """function setScrollingSlide(event) {
+            var slide = (event && event.currentSlide) || document.querySelector('.reveal .slides section.present:not(.stack)');
+            if (!slide || slide.style.overflowY || slide.parentElement.tagName !== 'SECTION') return;   // as before: a stack's slides
+            var cs = getComputedStyle(slide), h = document.querySelector('.reveal').clientHeight * 0.95;
+            if (slide.clientHeight - parseFloat(cs.paddingTop) - parseFloat(cs.paddingBottom) > h) {
+              slide.style.height = 'calc(95vh)'; slide.style.overflowY = 'scroll'; slide.style.marginTop = '20px';
+            }
+        }
+"""
 
 
 MERMAID_IMPORT = re.compile(r"<script type=\"module\">\s*import mermaid from '[^']*';\s*mermaid\.initialize\([^)]*\);\s*</script>")
