@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.md"))
 sys.path.insert(0, str(ROOT / "tools"))
 import book  # noqa: E402  (tools/book.py: staging and building the book)
+import deck_checks  # noqa: E402  (tests/deck_checks.py: several checks in one pass over a deck)
 import execution  # noqa: E402  (tools/execution.py)
 import slide_model as model  # noqa: E402
 import slide_style as style  # noqa: E402
@@ -95,6 +96,8 @@ def test_every_page_is_clean_with_math_images_and_links(browser, book_url, artif
         page.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
         name = urlparse(url).path.rsplit("/", 1)[-1].removesuffix(".html")
         src = source_of(name)
+        if name in NOTEBOOKS:
+            links_its_source(page, name)
         math_src = page.locator(".math").count()
         rendered = page.locator("mjx-container").count()
         assert rendered >= math_src, f"{url}: {math_src} formulas, {rendered} rendered by MathJax"
@@ -123,6 +126,8 @@ def test_every_page_is_clean_with_math_images_and_links(browser, book_url, artif
 
 
 def test_toc_follows_course_order_and_pages_link_their_source(browser, book_url):
+    """The table of contents in course order (the link to each lesson's source: links_its_source, on the
+    pages test_every_page_is_clean_with_math_images_and_links opens)."""
     page, _ = open_clean(browser, f"{book_url}/intro.html")
     nav = page.evaluate("() => Array.from(document.querySelectorAll('nav.bd-links a')).map(a => a.getAttribute('href'))")
     order = [re.search(r"(\d\d_[a-z_]+)\.html", h).group(1) for h in nav if re.search(r"\d\d_[a-z_]+\.html", h)]
@@ -131,13 +136,15 @@ def test_toc_follows_course_order_and_pages_link_their_source(browser, book_url)
              and re.search(r"^[a-z]+\.html", h.rsplit("/", 1)[-1])]
     assert [e for e in extra if e in EXTRA] == list(EXTRA)        # after the lessons, in the table of contents
     page.close()
-    for name in NOTEBOOKS:
-        page, _ = open_clean(browser, f"{book_url}/notebooks/{name}.html")
-        link = page.locator(f"a:has-text('notebooks/{name}.md')").first
-        href = urljoin(page.url, link.get_attribute("href"))
-        with urllib.request.urlopen(href) as resp:
-            assert resp.read().decode() == (ROOT / "notebooks" / f"{name}.md").read_text(encoding="utf-8")
-        page.close()
+    # each lesson's page links its source: checked on the page test_every_page_is_clean... opens anyway
+
+
+def links_its_source(page, name: str) -> None:
+    """A lesson's page has a link to notebooks/NAME.md that serves the source itself."""
+    link = page.locator(f"a:has-text('notebooks/{name}.md')").first
+    href = urljoin(page.url, link.get_attribute("href"))
+    with urllib.request.urlopen(href) as resp:
+        assert resp.read().decode() == (ROOT / "notebooks" / f"{name}.md").read_text(encoding="utf-8"), name
 
 
 def test_widgets_are_static_front_ends_or_a_note(browser, book_url):
@@ -216,32 +223,6 @@ def test_speaker_notes_from_the_sources_reach_the_slides(slides_url):
             assert needle in asides, f"{name}: the note with {needle!r} is not in the slides' notes"
 
 
-def test_slides_open_offline_and_advance(browser, slides_url, artifacts):
-    for name in NOTEBOOKS:
-        page, problems = open_clean(browser, f"{slides_url}/{name}.slides.html")
-        page.wait_for_selector(".reveal.ready", timeout=15000)  # reveal.js initialised (it is AMD-loaded)
-        total = page.locator(".slides section").count()
-        assert total >= 3, f"{name}: only {total} slides"
-        shown = page.locator(".slides section.present:not(.stack)")      # the slide itself, not its vertical stack
-        first = shown.first.inner_text()
-        page.keyboard.press("Space")
-        page.wait_for_timeout(400)
-        assert shown.first.inner_text() != first, f"{name}: the slides did not advance"
-        assert page.evaluate(GLYPH_CHECK), f"{name}: Chinese text renders as boxes"
-        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=15000)
-        page.evaluate("() => MathJax.startup.promise")
-        raw_tex = page.evaluate(RAW_TEX, ".slides")
-        assert raw_tex == 0, f"{name}: {raw_tex} formulas left as raw $...$ text"
-        src = (ROOT / "notebooks" / f"{name}.md").read_text(encoding="utf-8")
-        if math_in(src):
-            assert page.locator(".slides mjx-container").count() >= 1, f"{name}: no formula typeset"
-        images = page.evaluate("() => Array.from(document.querySelectorAll('.slides img')).map(i => i.naturalWidth)")
-        assert len(images) >= figures_in(src) and all(images), f"{name}: figures {images}, {figures_in(src)} expected"
-        page.screenshot(path=str(artifacts / f"slides_{name}.png"))
-        page.close()
-        assert not problems, f"{name}: {problems}"
-
-
 # --- the slides: one idea per slide, answers revealed on demand (issue 18) ----------------------------
 
 # Every slide of a deck, through reveal.js's own API: (1) with no fragment shown, no fragment and no
@@ -255,8 +236,7 @@ def test_slides_open_offline_and_advance(browser, slides_url, artifacts):
 # (the speaker view shows the first). Then (4) in document order, every output between a 先想一想
 # question and its <details> answer, and the answer itself, is inside a fragment. Returns, besides the
 # problems, each code block's text and rows on screen (to compare with the layout's model).
-SLIDE_CHECK = r"""async (limits) => {
-  const R = require("vendor/reveal.js/dist/reveal.js");
+FIT_CHECK = r"""(limits, R) => {
   const wide = new RegExp(limits.wide);
   const len = (t) => { let n = 0; for (const ch of t) { if (!/\s/.test(ch)) n += wide.test(ch) ? 1 : 0.5; } return n; };
   const clipped = (el, s) => { for (let a = el.parentElement; a && a !== s; a = a.parentElement) {
@@ -296,87 +276,100 @@ SLIDE_CHECK = r"""async (limits) => {
     }
     return Array.from(cut, ([key, c]) => `${where}: ${c.what} ${key} (up to ${c.past} px past it; ${c.more} elements and runs of text)`);
   };
-  const leaves = Array.from(document.querySelectorAll(".reveal .slides section")).filter(s => !s.querySelector("section"));
   const problems = [], sizes = [], blocks = [];
-  for (const s of leaves) {
-    const {h, v} = R.getIndices(s);
-    const title = (s.querySelector("h1, h2, h3, h4") || {textContent: ""}).textContent.replace("¶", "").trim();
-    const where = `slide ${h}.${v} "${title.slice(0, 40)}"`;
-    R.slide(h, v, -1);
-    for (const f of s.querySelectorAll(".fragment")) {
-      const cs = getComputedStyle(f);
-      if (cs.visibility !== "hidden" && cs.opacity !== "0") problems.push(`${where}: a fragment shows before it is revealed`);
+  const at = (s, h, v) => `slide ${h}.${v} "${(s.querySelector("h1, h2, h3, h4") || {textContent: ""}).textContent.replace("¶", "").trim().slice(0, 40)}"`;
+  return {
+    before(s, h, v) {
+      const where = at(s, h, v);
+      for (const f of s.querySelectorAll(".fragment")) {
+        const cs = getComputedStyle(f);
+        if (cs.visibility !== "hidden" && cs.opacity !== "0") problems.push(`${where}: a fragment shows before it is revealed`);
+      }
+      for (const d of s.querySelectorAll("details")) {
+        if (d.open) problems.push(`${where}: a <details> block is open`);
+        for (const part of d.children)
+          if (part.tagName !== "SUMMARY" && part.checkVisibility({visibilityProperty: true})) problems.push(`${where}: a <details> body shows`);
+      }
+    },
+    async after(s, h, v) {
+      const where = at(s, h, v);
+      const closed = Array.from(s.querySelectorAll(".jp-MarkdownCell details:not([open])"));
+      closed.forEach(d => d.open = true);
+      if (closed.length) await new Promise(done => requestAnimationFrame(() => setTimeout(done)));   // 'toggle' handlers
+      let bottom = 0, worst = "";
+      for (const el of s.querySelectorAll("*")) {
+        if (el.closest("aside") || clipped(el, s)) continue;
+        const r = el.getBoundingClientRect();
+        if (r.width && r.height && r.bottom > bottom) { bottom = r.bottom; worst = el.tagName + " " + el.textContent.trim().slice(0, 30); }
+      }
+      problems.push(...cutRight(s, where));
+      let code = 0;
+      s.querySelectorAll("pre").forEach(p => {
+        if (p.closest(".jp-OutputArea, aside")) return;
+        const cs = getComputedStyle(p);
+        const rows = Math.round((p.clientHeight - parseFloat(cs.paddingTop) - parseFloat(cs.paddingBottom)) / parseFloat(cs.lineHeight));
+        code += rows;
+        blocks.push({where, rows, text: p.textContent.replace(/\n$/, ""), fenced: !!p.closest(".jp-MarkdownCell"),
+                     width: p.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight)});
+      });
+      closed.forEach(d => d.open = false);
+      if (bottom > innerHeight + 1) problems.push(`${where}: ends ${Math.round(bottom - innerHeight)} px below the screen (${worst})`);
+      const c = s.cloneNode(true);
+      c.querySelectorAll(".jp-CodeCell .jp-InputArea, .jp-OutputArea, pre, mjx-container, aside, script, style, a.anchor-link, details > :not(summary)")
+        .forEach(e => e.remove());
+      const prose = len(c.textContent);
+      if (prose > limits.prose) problems.push(`${where}: ${prose} characters of prose`);
+      if (code > limits.code) problems.push(`${where}: ${code} lines of code`);
+      const notes = s.querySelectorAll("aside.notes").length;
+      if (notes > 1) problems.push(`${where}: ${notes} notes`);
+      sizes.push({where, prose, code, bottom: Math.round(bottom)});
+    },
+    done() {
+    let open = null, asked = null, questions = 0, answers = 0;
+    const walk = ".reveal .slides :is(h1, h2, h3, p, details, .jp-OutputArea-output)";
+    for (const el of document.querySelectorAll(walk)) {
+      if (el.closest("aside") || (el.closest(".jp-OutputArea") && !el.classList.contains("jp-OutputArea-output"))) continue;
+      if (/^H[123]$/.test(el.tagName)) { open = null; continue; }
+      const lead = el.tagName === "P" && el.firstElementChild;
+      if (lead && lead.tagName === "STRONG" && lead.textContent.trim() === "先想一想" && el.textContent.trim().startsWith("先想一想")) {
+        if (el.closest(".fragment")) problems.push(`question "${el.textContent.slice(0, 30)}" is itself hidden`);
+        open = el.textContent.slice(0, 30); asked = el.closest("section"); questions++; continue;
+      }
+      if (!open) continue;
+      // on a later slide than its question, going to the slide reveals it (issue 28 item 11: no title-alone step)
+      const later = el.closest("section") !== asked;
+      if (el.tagName === "DETAILS" && el.closest(".jp-MarkdownCell") && el.querySelector("summary").textContent.includes("答案")) {
+        if (!el.closest(".fragment") && !later) problems.push(`question "${open}": its answer is not a fragment`);
+        answers++; open = null;
+      } else if (el.classList.contains("jp-OutputArea-output") && !el.closest(".fragment") && !later) {
+        problems.push(`question "${open}": an output shows before it is revealed`);
+      }
     }
-    for (const d of s.querySelectorAll("details")) {
-      if (d.open) problems.push(`${where}: a <details> block is open`);
-      for (const part of d.children)
-        if (part.tagName !== "SUMMARY" && part.checkVisibility({visibilityProperty: true})) problems.push(`${where}: a <details> body shows`);
-    }
-    R.slide(h, v, 1000);
-    const closed = Array.from(s.querySelectorAll(".jp-MarkdownCell details:not([open])"));
-    closed.forEach(d => d.open = true);
-    if (closed.length) await new Promise(done => requestAnimationFrame(() => setTimeout(done)));   // 'toggle' handlers
-    let bottom = 0, worst = "";
-    for (const el of s.querySelectorAll("*")) {
-      if (el.closest("aside") || clipped(el, s)) continue;
-      const r = el.getBoundingClientRect();
-      if (r.width && r.height && r.bottom > bottom) { bottom = r.bottom; worst = el.tagName + " " + el.textContent.trim().slice(0, 30); }
-    }
-    problems.push(...cutRight(s, where));
-    let code = 0;
-    s.querySelectorAll("pre").forEach(p => {
-      if (p.closest(".jp-OutputArea, aside")) return;
-      const cs = getComputedStyle(p);
-      const rows = Math.round((p.clientHeight - parseFloat(cs.paddingTop) - parseFloat(cs.paddingBottom)) / parseFloat(cs.lineHeight));
-      code += rows;
-      blocks.push({where, rows, text: p.textContent.replace(/\n$/, ""), fenced: !!p.closest(".jp-MarkdownCell"),
-                   width: p.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight)});
-    });
-    closed.forEach(d => d.open = false);
-    if (bottom > innerHeight + 1) problems.push(`${where}: ends ${Math.round(bottom - innerHeight)} px below the screen (${worst})`);
-    const c = s.cloneNode(true);
-    c.querySelectorAll(".jp-CodeCell .jp-InputArea, .jp-OutputArea, pre, mjx-container, aside, script, style, a.anchor-link, details > :not(summary)")
-      .forEach(e => e.remove());
-    const prose = len(c.textContent);
-    if (prose > limits.prose) problems.push(`${where}: ${prose} characters of prose`);
-    if (code > limits.code) problems.push(`${where}: ${code} lines of code`);
-    const notes = s.querySelectorAll("aside.notes").length;
-    if (notes > 1) problems.push(`${where}: ${notes} notes`);
-    sizes.push({where, prose, code, bottom: Math.round(bottom)});
-  }
-  let open = null, asked = null, questions = 0, answers = 0;
-  const walk = ".reveal .slides :is(h1, h2, h3, p, details, .jp-OutputArea-output)";
-  for (const el of document.querySelectorAll(walk)) {
-    if (el.closest("aside") || (el.closest(".jp-OutputArea") && !el.classList.contains("jp-OutputArea-output"))) continue;
-    if (/^H[123]$/.test(el.tagName)) { open = null; continue; }
-    const lead = el.tagName === "P" && el.firstElementChild;
-    if (lead && lead.tagName === "STRONG" && lead.textContent.trim() === "先想一想" && el.textContent.trim().startsWith("先想一想")) {
-      if (el.closest(".fragment")) problems.push(`question "${el.textContent.slice(0, 30)}" is itself hidden`);
-      open = el.textContent.slice(0, 30); asked = el.closest("section"); questions++; continue;
-    }
-    if (!open) continue;
-    // on a later slide than its question, going to the slide reveals it (issue 28 item 11: no title-alone step)
-    const later = el.closest("section") !== asked;
-    if (el.tagName === "DETAILS" && el.closest(".jp-MarkdownCell") && el.querySelector("summary").textContent.includes("答案")) {
-      if (!el.closest(".fragment") && !later) problems.push(`question "${open}": its answer is not a fragment`);
-      answers++; open = null;
-    } else if (el.classList.contains("jp-OutputArea-output") && !el.closest(".fragment") && !later) {
-      problems.push(`question "${open}": an output shows before it is revealed`);
-    }
-  }
-  R.slide(0, 0, -1);
-  return {problems, sizes, questions, answers, blocks};
+      return {problems, sizes, questions, answers, blocks};
+    },
+  };
 }"""
+SLIDE_CHECK = deck_checks.deck_pass(FIT_CHECK)   # the fit check alone, for the planted decks
 
 
-def check_deck(browser, url: str):
-    """Open a deck at 1280x720 and run SLIDE_CHECK on it: (its result, the page's console problems, the page)."""
-    limits = {"prose": model.SLIDE_PROSE, "code": model.SLIDE_CODE, "wide": model.WIDE.pattern}
+
+def fit_limits() -> dict:
+    return {"prose": model.SLIDE_PROSE, "code": model.SLIDE_CODE, "wide": model.WIDE.pattern}
+
+
+def open_deck_page(browser, url: str):
+    """A deck at 1280x720, initialised and typeset: (the page, its console problems)."""
     page, problems = open_clean(browser, url, height=720)
     page.wait_for_selector(".reveal.ready", timeout=15000)
     page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=15000)
     page.evaluate("() => MathJax.startup.promise")
-    return page.evaluate(SLIDE_CHECK, limits), problems, page
+    return page, problems
+
+
+def check_deck(browser, url: str):
+    """Open a deck at 1280x720 and run SLIDE_CHECK on it: (its result, the page's console problems, the page)."""
+    page, problems = open_deck_page(browser, url)
+    return page.evaluate(SLIDE_CHECK, [fit_limits()])[0], problems, page
 
 
 def model_problems(blocks: list[dict]) -> list[str]:

@@ -28,7 +28,9 @@ import slide_layout as layout  # noqa: E402
 import slide_model as model  # noqa: E402
 import slide_style as style  # noqa: E402
 import slides as decks  # noqa: E402
-from test_browser_book import check_deck, model_problems  # noqa: E402  (the fit check, run on the same pages)
+import deck_checks  # noqa: E402  (tests/deck_checks.py)
+from test_browser_book import (FIT_CHECK, GLYPH_CHECK, RAW_TEX, figures_in, fit_limits, math_in,  # noqa: E402
+                               model_problems, open_deck_page)
 
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.md"))
 TABLE_PX, CODE_PX, WIDGET_PX = 20, 20, 18
@@ -37,37 +39,36 @@ TABLE_PX, CODE_PX, WIDGET_PX = 20, 20, 18
 # size of each visible run of text in a table cell, in a <pre> (code, a text output, a progress bar)
 # and in a course widget (outside its SVG plot). Returns {kind: [[size, where, text], ...]} of those
 # below the limits, the count of runs measured per kind, and per slide its text length.
-SIZES = r"""async (limits) => {
-  const R = require("vendor/reveal.js/dist/reveal.js");
-  const leaves = Array.from(document.querySelectorAll(".reveal .slides section")).filter(s => !s.querySelector("section"));
+SIZE_CHECK = r"""(limits, R) => {
   const small = {table: [], code: [], widget: []}, counted = {table: 0, code: 0, widget: 0}, slides = [];
-  for (const s of leaves) {
-    const {h, v} = R.getIndices(s);
-    R.slide(h, v, 1000);
-    const closed = Array.from(s.querySelectorAll("details:not([open])"));
-    closed.forEach(d => d.open = true);
-    if (closed.length) await new Promise(done => requestAnimationFrame(() => setTimeout(done)));
-    const title = (s.querySelector("h1, h2, h3, h4") || {textContent: ""}).textContent.replace("¶", "").trim();
-    const where = `slide ${h}.${v} "${title.slice(0, 30)}"`;
-    const walker = document.createTreeWalker(s, NodeFilter.SHOW_TEXT);
-    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
-      const el = n.parentElement;
-      if (!n.textContent.trim() || el.closest("aside, script, style, mjx-container, svg")) continue;
-      if (!el.checkVisibility({visibilityProperty: true, opacityProperty: true})) continue;
-      const kind = el.closest(".normlab-web") ? "widget" : el.closest("td, th") ? "table" : el.closest("pre") ? "code" : null;
-      if (!kind) continue;
-      counted[kind]++;
-      const px = parseFloat(getComputedStyle(el).fontSize);
-      if (px < limits[kind]) small[kind].push([px, where, n.textContent.trim().slice(0, 30)]);
-    }
-    const c = s.cloneNode(true);
-    c.querySelectorAll("aside, script, style, mjx-assistive-mml, .normlab-web").forEach(e => e.remove());
-    slides.push({where, text: c.textContent.replace(/\s+/g, "").length});
-    closed.forEach(d => d.open = false);
-  }
-  R.slide(0, 0, -1);
-  return {small, counted, slides};
+  return {
+    async after(s, h, v) {
+      const closed = Array.from(s.querySelectorAll("details:not([open])"));
+      closed.forEach(d => d.open = true);
+      if (closed.length) await new Promise(done => requestAnimationFrame(() => setTimeout(done)));
+      const title = (s.querySelector("h1, h2, h3, h4") || {textContent: ""}).textContent.replace("¶", "").trim();
+      const where = `slide ${h}.${v} "${title.slice(0, 30)}"`;
+      const walker = document.createTreeWalker(s, NodeFilter.SHOW_TEXT);
+      for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+        const el = n.parentElement;
+        if (!n.textContent.trim() || el.closest("aside, script, style, mjx-container, svg")) continue;
+        if (!el.checkVisibility({visibilityProperty: true, opacityProperty: true})) continue;
+        const kind = el.closest(".normlab-web") ? "widget" : el.closest("td, th") ? "table" : el.closest("pre") ? "code" : null;
+        if (!kind) continue;
+        counted[kind]++;
+        const px = parseFloat(getComputedStyle(el).fontSize);
+        if (px < limits[kind]) small[kind].push([px, where, n.textContent.trim().slice(0, 30)]);
+      }
+      const c = s.cloneNode(true);
+      c.querySelectorAll("aside, script, style, mjx-assistive-mml, .normlab-web").forEach(e => e.remove());
+      slides.push({where, text: c.textContent.replace(/\s+/g, "").length});
+      closed.forEach(d => d.open = false);
+    },
+    done() { return {small, counted, slides}; },
+  };
 }"""
+SIZES = deck_checks.deck_pass(SIZE_CHECK)
+
 
 
 def open_deck(browser, url: str):
@@ -82,7 +83,7 @@ def open_deck(browser, url: str):
 def measure(browser, url: str) -> dict:
     page = open_deck(browser, url)
     try:
-        return page.evaluate(SIZES, {"table": TABLE_PX, "code": CODE_PX, "widget": WIDGET_PX})
+        return page.evaluate(SIZES, [{"table": TABLE_PX, "code": CODE_PX, "widget": WIDGET_PX}])[0]
     finally:
         page.close()
 
@@ -100,17 +101,19 @@ def size_report(name: str, result: dict) -> list[str]:
 
 @pytest.fixture(scope="module")
 def checked_decks(browser, decks_url, artifacts) -> dict:
-    """Every deck opened once at 1280x720 (issue 27: one pass, not one per check), and on that page the
-    three deck-wide checks run in turn, each leaving the deck as it found it: test_browser_book's
-    SLIDE_CHECK (fit, answers hidden), STEPS (no answer, no title alone, no lost figure) and SIZES
-    (font sizes, text per slide). {name: {"fit", "console", "steps", "sizes", "answers"}}."""
+    """Every deck opened once at 1280x720 and walked once (issue 27), three checks on each slide
+    (tests/deck_checks.py): test_browser_book's FIT_CHECK (fit, answers hidden), STEP_CHECK (no answer,
+    no title alone, no lost figure) and SIZE_CHECK (font sizes, text per slide); then, back on the first
+    slide, opens_and_advances. {name: {"fit", "console", "steps", "sizes", "answers", "opened"}}."""
     out = {}
     for name in NOTEBOOKS:
-        fit, console, page = check_deck(browser, f"{decks_url}/{name}.slides.html")
+        page, console = open_deck_page(browser, f"{decks_url}/{name}.slides.html")
         try:
             answers = reference_lines(name)
-            steps = page.evaluate(STEPS, {"ref": r"(?<![页面的])[左右上下]图", "answers": answers})
-            sizes = page.evaluate(SIZES, {"table": TABLE_PX, "code": CODE_PX, "widget": WIDGET_PX})
+            fit, steps, sizes = page.evaluate(deck_checks.deck_pass(FIT_CHECK, STEP_CHECK, SIZE_CHECK),   # one walk
+                                              [fit_limits(), {"ref": r"(?<![页面的])[左右上下]图", "answers": answers},
+                                               {"table": TABLE_PX, "code": CODE_PX, "widget": WIDGET_PX}])
+            opened = opens_and_advances(page, name, artifacts)     # the walk left it at the first slide
             if fit["questions"]:   # the first question's slide, before its answer is revealed
                 page.evaluate("""() => { const R = require("vendor/reveal.js/dist/reveal.js");
                   const p = Array.from(document.querySelectorAll(".reveal .slides p")).find(p => p.textContent.startsWith("先想一想"));
@@ -118,8 +121,46 @@ def checked_decks(browser, decks_url, artifacts) -> dict:
                 page.screenshot(path=str(artifacts / f"slides_{name}_question.png"))
         finally:
             page.close()
-        out[name] = {"fit": fit, "console": console, "steps": steps, "sizes": sizes, "answers": len(answers)}
+        out[name] = {"fit": fit, "console": console, "steps": steps, "sizes": sizes, "answers": len(answers),
+                     "opened": opened}
     return out
+
+
+def opens_and_advances(page, name: str, artifacts) -> list[str]:
+    """On a deck as it opens (first slide, no fragment): it advances with Space, its Chinese renders, every
+    formula is typeset, every figure loaded. Returns the problems."""
+    problems = []
+    page.evaluate("() => require('vendor/reveal.js/dist/reveal.js').slide(0, 0, -1)")
+    total = page.locator(".slides section").count()
+    if total < 3:
+        problems.append(f"only {total} slides")
+    shown = page.locator(".slides section.present:not(.stack)")      # the slide itself, not its vertical stack
+    first = shown.first.inner_text()
+    page.keyboard.press("Space")
+    page.wait_for_timeout(400)
+    if shown.first.inner_text() == first:
+        problems.append("the slides did not advance")
+    if not page.evaluate(GLYPH_CHECK):
+        problems.append("Chinese text renders as boxes")
+    raw_tex = page.evaluate(RAW_TEX, ".slides")
+    if raw_tex:
+        problems.append(f"{raw_tex} formulas left as raw $...$ text")
+    src = (ROOT / "notebooks" / f"{name}.md").read_text(encoding="utf-8")
+    if math_in(src) and not page.locator(".slides mjx-container").count():
+        problems.append("no formula typeset")
+    images = page.evaluate("() => Array.from(document.querySelectorAll('.slides img')).map(i => i.naturalWidth)")
+    if len(images) < figures_in(src) or not all(images):
+        problems.append(f"figures {images}, {figures_in(src)} expected")
+    page.screenshot(path=str(artifacts / f"slides_{name}.png"))
+    return problems
+
+
+def test_slides_open_offline_and_advance(checked_decks):
+    """Every deck, served on localhost from its own folder (vendored reveal.js and MathJax, nothing from
+    the network: a request elsewhere is a console problem): see opens_and_advances."""
+    report = [f"{name}: {p}" for name, checked in checked_decks.items() for p in checked["opened"]]
+    report += [f"{name}: {checked['console']}" for name, checked in checked_decks.items() if checked["console"]]
+    assert not report, "\n".join(report)
 
 
 def test_slides_fit_a_projector_and_keep_answers_hidden_until_revealed(checked_decks):
@@ -297,31 +338,31 @@ def test_no_slide_shows_more_than_slide_text_characters():
 # Each slide of a deck: (1) with no fragment shown, the slide shows more than its title (a visible
 # cell that is not a heading); (2) with everything shown, a slide whose prose says 左图/右图/上图/下图
 # (not "下一页的右图") shows a figure; (3) no reference answer's line and no "通过 PASSED" is on it.
-STEPS = r"""(args) => {
-  const R = require("vendor/reveal.js/dist/reveal.js");
+STEP_CHECK = r"""(args, R) => {
   const ref = new RegExp(args.ref);
-  const leaves = Array.from(document.querySelectorAll(".reveal .slides section")).filter(s => !s.querySelector("section"));
   const problems = [];
-  for (const s of leaves) {
-    const {h, v} = R.getIndices(s);
-    const title = (s.querySelector("h1, h2, h3, h4") || {textContent: ""}).textContent.replace("¶", "").trim();
-    const where = `slide ${h}.${v} "${title.slice(0, 30)}"`;
-    R.slide(h, v, -1);
-    const cells = Array.from(s.querySelectorAll(".jp-Cell")).filter(c => c.checkVisibility({visibilityProperty: true, opacityProperty: true}));
-    const content = cells.filter(c => !(c.querySelector("h1, h2, h3, h4") && c.textContent.replace("¶", "").trim() === c.querySelector("h1, h2, h3, h4").textContent.replace("¶", "").trim()));
-    if (s.querySelector(".fragment") && !content.length) problems.push(`${where}: its first step shows the title alone`);
-    R.slide(h, v, 1000);
-    const c = s.cloneNode(true);
-    c.querySelectorAll("aside, script, style, mjx-container").forEach(e => e.remove());
-    const text = c.textContent;
-    const prose = Array.from(s.querySelectorAll(".jp-MarkdownCell")).filter(m => !m.closest("aside")).map(m => m.textContent).join("\n");
-    if (ref.test(prose) && !s.querySelector(".jp-OutputArea img")) problems.push(`${where}: says ${prose.match(ref)[0]} without a figure`);
-    if (text.includes("通过 PASSED")) problems.push(`${where}: shows a check's 通过 PASSED`);
-    for (const line of args.answers) if (text.includes(line)) problems.push(`${where}: shows the reference answer's line ${line}`);
-  }
-  R.slide(0, 0, -1);
-  return problems;
+  const at = (s, h, v) => `slide ${h}.${v} "${(s.querySelector("h1, h2, h3, h4") || {textContent: ""}).textContent.replace("¶", "").trim().slice(0, 30)}"`;
+  return {
+    before(s, h, v) {
+      const where = at(s, h, v);
+      const cells = Array.from(s.querySelectorAll(".jp-Cell")).filter(c => c.checkVisibility({visibilityProperty: true, opacityProperty: true}));
+      const content = cells.filter(c => !(c.querySelector("h1, h2, h3, h4") && c.textContent.replace("¶", "").trim() === c.querySelector("h1, h2, h3, h4").textContent.replace("¶", "").trim()));
+      if (s.querySelector(".fragment") && !content.length) problems.push(`${where}: its first step shows the title alone`);
+    },
+    after(s, h, v) {
+      const where = at(s, h, v);
+      const c = s.cloneNode(true);
+      c.querySelectorAll("aside, script, style, mjx-container").forEach(e => e.remove());
+      const text = c.textContent;
+      const prose = Array.from(s.querySelectorAll(".jp-MarkdownCell")).filter(m => !m.closest("aside")).map(m => m.textContent).join("\n");
+      if (ref.test(prose) && !s.querySelector(".jp-OutputArea img")) problems.push(`${where}: says ${prose.match(ref)[0]} without a figure`);
+      if (text.includes("通过 PASSED")) problems.push(`${where}: shows a check's 通过 PASSED`);
+      for (const line of args.answers) if (text.includes(line)) problems.push(`${where}: shows the reference answer's line ${line}`);
+    },
+    done() { return problems; },
+  };
 }"""
+
 
 
 def reference_lines(name: str) -> list[str]:
