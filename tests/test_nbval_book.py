@@ -136,8 +136,8 @@ class Item:
 
 
 def test_order_puts_the_book_after_every_solution_copy(monkeypatch):
-    """Solution copies (longest first), the module that builds the book, learner copies and unit tests,
-    then the other modules that need the build: no book test can wait for a notebook taken after it."""
+    """Solution copies (longest first), the module that builds the book, learner copies, the other modules
+    that need the build, then the unit tests: no book test can wait for a notebook taken after it."""
     class Cell:
         def __init__(self, stem):
             self.parent = types.SimpleNamespace(path=Path(f"build/nbval/{stem}.ipynb"))
@@ -146,17 +146,17 @@ def test_order_puts_the_book_after_every_solution_copy(monkeypatch):
     monkeypatch.setattr(nbval_book, "expected_seconds", lambda stem: {"01_residuals": 45, "02_batchnorm": 58}.get(stem, 1))
     items = [Item("test_norms"), Item("test_browser_book", ["book_url"]), Item("test_slides", ["executed_notebooks"]),
              Cell("01_residuals"), Cell("01_residuals_learner"), Cell("02_batchnorm"), Cell("00_course_map"),
-             Item("test_browser_widgets", ["site_url"])]
+             Item("test_browser_widgets_course", ["site_url"])]
     nbval_book.pytest_collection_modifyitems(None, None, items)
     names = [i.parent.path.stem if isinstance(i, Cell) else i.module.__name__ for i in items]
     assert names == ["02_batchnorm", "01_residuals", "00_course_map", "test_browser_book", "01_residuals_learner",
-                     "test_norms", "test_browser_widgets", "test_slides"]
+                     "test_browser_widgets_course", "test_slides", "test_norms"]
     # the longest module that needs the build (LATE_FIRST) builds it, and the long ones go first
     items.append(Item("test_slides_readable", ["decks_url"]))
     nbval_book.pytest_collection_modifyitems(None, None, items)
     names = [i.parent.path.stem if isinstance(i, Cell) else i.module.__name__ for i in items]
     assert names == ["02_batchnorm", "01_residuals", "00_course_map", "test_slides_readable", "01_residuals_learner",
-                     "test_norms", "test_browser_widgets", "test_browser_book", "test_slides"]
+                     "test_browser_widgets_course", "test_browser_book", "test_slides", "test_norms"]
 
 
 def test_each_item_has_its_group():

@@ -18,8 +18,8 @@ tests/ use it. Three jobs:
    the book's fixture (``wait_for_executions``) never waits for it.
 
 2. **Order** (``pytest_collection_modifyitems``). Solution copies first, then the module that builds
-   the book, learner copies and unit tests, and last the other modules that need the built book or
-   the executed notebooks (they use a fixture in BUILD_FIXTURES). run.py runs xdist with --dist
+   the book, learner copies, the other modules that need the built book or the executed notebooks
+   (they use a fixture in BUILD_FIXTURES), and last the unit tests. run.py runs xdist with --dist
    loadscope --no-loadscope-reorder: a worker takes modules in this order and runs them in the order
    taken, so when a worker reaches a book test every solution copy is done or being run by the other
    worker, which runs nothing it took later first: the wait cannot deadlock.
@@ -57,9 +57,9 @@ FIGURES = ROOT / "build" / "figures"
 RUNCACHE_VARIABLE = "NORMLAB_RUN_CACHE"   # normlab.runcache.VARIABLE (tools import no normlab at module level)
 SETUP_TAG = "normlab-setup"     # the setup cell normlab.course adds to every exported copy (no source cell)
 BROWSER_FIXTURES = {"browser", "lab"}     # tests that drive Chromium (time budget: "browser tests")
-# The longest modules that need the build, longest first (build/time_budget.json of a run: the deck-wide
-# checks ~80 s, the widget pages ~90 s, the book's pages ~40 s on an idle 2-core machine).
-LATE_FIRST = ("test_slides_readable", "test_browser_widgets", "test_browser_book")
+# The longest modules that need the build, longest first (build/time_budget.json of a run).
+LATE_FIRST = ("test_slides_readable", "test_browser_widgets_course", "test_browser_book")
+EARLY_FIRST = ("test_browser_widgets", "test_hub", "test_browser_lab_open", "test_run", "test_browser_lab")   # of the others
 BUILD_FIXTURES = {"book_url", "slides_url", "decks_url", "site_url", "executed_notebooks"}
 
 
@@ -368,14 +368,13 @@ def pytest_collection_modifyitems(session, config, items):
     0. the solution copies, longest first (the sweep's record says how long each runs);
     1. the first module that needs the built book: the worker that takes it waits for the other's last
        notebook and builds the book and the slides, while the other goes on with
-    2. the learner copies (longest first), then the unit tests;
-    3. the other modules that need the build or the executed notebooks (BUILD_FIXTURES).
-    Of the modules that need the build, LATE_FIRST go first, longest first: the builder is the longest
-    (its worker builds and then runs it while the other runs learner copies and unit tests), and
-    no long module is left to run alone at the end."""
+    2. the learner copies (longest first);
+    3. the other modules that need the build or the executed notebooks (BUILD_FIXTURES);
+    4. the other modules (unit tests), short ones last to fill the gaps.
+    Longest first (LATE_FIRST of 1 and 3, EARLY_FIRST of 4): no long module runs alone at the end."""
     late = {item.module.__name__ for item in items if getattr(item, "module", None) is not None
             and BUILD_FIXTURES & set(getattr(item, "fixturenames", ()))}
-    first = {name: i for i, name in enumerate(LATE_FIRST)}
+    first, early = ({name: i for i, name in enumerate(names)} for names in (LATE_FIRST, EARLY_FIRST))
     builders = sorted((item.module.__name__ for item in items if getattr(item, "module", None) is not None
                        and item.module.__name__ in late and {"book_url", "slides_url", "decks_url"}
                        & set(item.fixturenames)), key=lambda name: first.get(name, len(first)))
@@ -388,7 +387,8 @@ def pytest_collection_modifyitems(session, config, items):
                 (2, -expected_seconds(stem.removesuffix("_learner")) - 1e6)
         module = getattr(item, "module", None)
         name = module.__name__ if module is not None else ""
-        return (1, 0.0) if name == builder else (3, first.get(name, len(first))) if name in late else (2, 0.0)
+        return (1, 0.0) if name == builder else (3, first.get(name, len(first))) if name in late else \
+            (4, early.get(name, len(early)))
 
     items[:] = [item for _, item in sorted(enumerate(items), key=lambda p: (rank(p[1]), p[0]))]
 

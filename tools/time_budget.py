@@ -33,12 +33,16 @@ class TimeBudget:
     def __init__(self):
         self.items: dict[str, float] = defaultdict(float)
         self.groups: dict[str, float] = defaultdict(float)
+        self.ended: list[tuple[str, str, float]] = []
         self.t0 = time.time()
 
     def pytest_runtest_logreport(self, report):
         spent = dict(p for p in report.user_properties if isinstance(p, tuple) and len(p) == 2)
         build, wait = spent.get("normlab_build_s", 0.0), spent.get("normlab_wait_s", 0.0)
         self.items[report.nodeid] += max(report.duration - build - wait, 0.0)
+        node = getattr(getattr(report, "node", None), "gateway", None)
+        if report.when == "teardown" or report.outcome != "passed":       # when each item ended, on which worker
+            self.ended.append((report.nodeid, getattr(node, "id", "main"), round(time.time() - self.t0, 1)))
         if build:
             self.items[f"[book/slides build, in the setup of] {report.nodeid}"] += build
         self.groups["book/slides build"] += build
@@ -57,9 +61,11 @@ class TimeBudget:
         for group in GROUPS:
             tr.write_line(f"  {self.groups.get(group, 0.0):7.1f}  {group}")
         tr.write_line(f"  {sum(self.groups.values()):7.1f}  all items; {time.time() - self.t0:.0f} s of wall time")
+        if not any(".ipynb::" in k for k in self.items):      # a run of a few tests keeps the last full report
+            return
         REPORT.parent.mkdir(parents=True, exist_ok=True)
         REPORT.write_text(json.dumps({"groups": self.groups, "items": dict(sorted(self.items.items(), key=lambda p: -p[1])),
-                                      "wall_s": time.time() - self.t0}, indent=1), encoding="utf-8")
+                                      "wall_s": time.time() - self.t0, "ended": self.ended}, indent=1), encoding="utf-8")
         replayed = replay_summary(since=self.t0)
         if replayed:
             tr.write_line("learner copies, trainings replayed from their solution copy's run (normlab/runcache.py):")
