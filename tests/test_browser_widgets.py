@@ -387,19 +387,19 @@ def test_toy_notebook_through_the_book_and_the_slides(browser, toy_site, artifac
             server.shutdown()
 
 
-@pytest.fixture(scope="module")
-def site_url(request):
-    """The built book on 127.0.0.1: built by conftest's book_url, or with NORMLAB_REUSE_BUILD=1 the
-    book already in build/book/html (to rerun these tests without executing the notebooks again)."""
-    if os.environ.get("NORMLAB_REUSE_BUILD") == "1" and (BOOK / "index.html").exists():
-        url, server = serve(BOOK)
-        yield url
-        server.shutdown()
-    else:
-        yield request.getfixturevalue("book_url")
-
-
 # --- the built book and slides: tests/test_browser_widgets_course.py ---------------------------------
+
+
+def show_slide(page, box) -> None:
+    """Advance the deck (Space, as the speaker does) until the widget's slide is the one shown."""
+    page.evaluate("() => document.activeElement && document.activeElement.blur()")
+    for _ in range(400):
+        if box.evaluate("b => b.closest('section').classList.contains('present') && "
+                        "getComputedStyle(b).visibility === 'visible' && b.getBoundingClientRect().height > 0"):
+            page.wait_for_timeout(200)
+            return
+        page.keyboard.press("Space")
+    raise AssertionError("the widget's slide never came up")
 
 
 def explorer_arrow_keys(page, boxes, artifacts: Path, shot: str) -> None:

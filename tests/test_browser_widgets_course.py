@@ -4,11 +4,25 @@ workers at once: issue 27). The same front-end through a real kernel: test_brows
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from test_browser_widgets import BOOK, SLIDES, exercise, explorer_arrow_keys, watch, widgets
+from conftest import serve
+from test_browser_widgets import BOOK, SLIDES, exercise, explorer_arrow_keys, show_slide, watch, widgets
+
+
+@pytest.fixture(scope="module")
+def site_url(request):
+    """The built book on 127.0.0.1: built by conftest's book_url, or with NORMLAB_REUSE_BUILD=1 the
+    book already in build/book/html (to rerun these tests without executing the notebooks again)."""
+    if os.environ.get("NORMLAB_REUSE_BUILD") == "1" and (BOOK / "index.html").exists():
+        url, server = serve(BOOK)
+        yield url
+        server.shutdown()
+    else:
+        yield request.getfixturevalue("book_url")
 
 
 def pages_with_widgets(folder: Path, pattern: str) -> list[Path]:
@@ -41,18 +55,6 @@ def test_book_widgets_work_with_no_kernel(browser, site_url, artifacts, via):
             explorer_arrow_keys(page, boxes, artifacts, f"widgets_book_{path.stem}")
         page.close()
         assert not problems, f"{path.stem}: {problems}"
-
-
-def show_slide(page, box) -> None:
-    """Advance the deck (Space, as the speaker does) until the widget's slide is the one shown."""
-    page.evaluate("() => document.activeElement && document.activeElement.blur()")
-    for _ in range(400):
-        if box.evaluate("b => b.closest('section').classList.contains('present') && "
-                        "getComputedStyle(b).visibility === 'visible' && b.getBoundingClientRect().height > 0"):
-            page.wait_for_timeout(200)
-            return
-        page.keyboard.press("Space")
-    raise AssertionError("the widget's slide never came up")
 
 
 def test_slides_widgets_work_with_no_kernel(browser, decks_url, artifacts):
