@@ -36,6 +36,8 @@ from pathlib import Path
 
 VARIABLE = "NORMLAB_RUN_CACHE"      # "record:DIR" (solution copy) or "replay:DIR" (learner copy)
 LOG = "replays.log"                 # one line per replayed call: seconds saved, the call's desc
+WORTH = 100e6                       # bytes a second: a call is recorded when it took longer than its effects
+                                    # take to save and load (05's one step on 1000 layers: 0.9 s for 200 MB, not)
 _SKIP = {"_parameters", "_buffers", "_modules", "training", "_non_persistent_buffers_set",
          "_state_dict_hooks", "_state_dict_pre_hooks", "_load_state_dict_pre_hooks",
          "_load_state_dict_post_hooks", "_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
@@ -266,6 +268,9 @@ def run(fn: Callable[[], object], model, inputs, *, unsafe: bool = False, desc: 
     history = fn()
     seconds = time.perf_counter() - t0
     if _attributes(model, during=True) != before:     # the training changed something we cannot put back
+        return history
+    size = sum(t.numel() * t.element_size() for t in _tensors(model).values()) * 2      # tensors and grads
+    if seconds < size / WORTH:                # a quick call on a big model: loading it back would cost more
         return history
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f"{k}.tmp{os.getpid()}"

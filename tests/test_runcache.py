@@ -47,6 +47,12 @@ def transformer():
 SCENARIOS = {"digits_net": digits_net, "noisy_mlp": noisy_mlp, "transformer": transformer}
 
 
+@pytest.fixture(autouse=True)
+def record_every_call(monkeypatch):
+    """These trainings are quick: record them whatever their size (test_a_quick_call_on_a_big_model... aside)."""
+    monkeypatch.setattr(runcache, "WORTH", float("inf"))
+
+
 @pytest.fixture
 def kernel(monkeypatch, tmp_path):
     """start(kind): a fresh kernel in the solution copy's ("record") or the learner copy's ("replay") mode."""
@@ -236,3 +242,15 @@ def test_deepnorm_first_step_is_replayed_exactly(kernel, monkeypatch):
     assert replays(kernel.folder) == [line for line in replays(kernel.folder) if "first_step" in line] != []
     assert measured == replayed
     assert_same(left, left_again)
+
+
+def test_a_quick_call_on_a_big_model_is_not_recorded(kernel, monkeypatch):
+    """Saving and loading its tensors would cost more than the call: it simply runs again."""
+    monkeypatch.setattr(runcache, "WORTH", 100e6)
+    kernel("record")
+    runcache.cell("cell")
+    big = nn.Sequential(nn.Linear(64, 4096), nn.Linear(4096, 4096), nn.Linear(4096, 10))     # 70 MB of weights
+    train(big, (DIGITS[0], DIGITS[1]), 1, progress=False)
+    assert not list(kernel.folder.glob("*.pt"))
+    program("digits_net")                                       # a real training of a small net still is
+    assert list(kernel.folder.glob("*.pt"))
