@@ -36,6 +36,7 @@ from pathlib import Path
 
 VARIABLE = "NORMLAB_RUN_CACHE"      # "record:DIR" (solution copy) or "replay:DIR" (learner copy)
 LOG = "replays.log"                 # one line per replayed call: seconds saved, the call's desc
+DEPTH = 4                           # how deep _value follows nested objects
 WORTH = 100e6                       # bytes a second: a call is recorded when it took longer than its effects
                                     # take to save and load (05's one step on 1000 layers: 0.9 s for 200 MB, not)
 _SKIP = {"_parameters", "_buffers", "_modules", "training", "_non_persistent_buffers_set",
@@ -87,29 +88,32 @@ def _tensor(h, t) -> None:
         h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
 
 
-def _value(h, v) -> None:
-    """Plain values by repr, tensors bit for bit, containers element-wise, anything else by its type."""
+def _value(h, v, depth: int = 0) -> None:
+    """Plain values by repr, tensors bit for bit, containers element-wise, anything else by its type.
+    Nested objects are followed DEPTH levels deep (a module may hold a reference back to its parent)."""
     import torch
 
     if isinstance(v, torch.Tensor):
         _tensor(h, v)
     elif isinstance(v, torch.Generator):            # a module's own random stream (e.g. NoisyShift)
         _tensor(h, v.get_state())
+    elif v is None or isinstance(v, (bool, int, float, str)):
+        h.update(repr(v).encode())
+    elif depth >= DEPTH:
+        h.update(f"<{type(v).__module__}.{type(v).__qualname__}>".encode())
     elif isinstance(v, (list, tuple)):
         h.update(f"{type(v).__name__}[{len(v)}]".encode())
         for x in v:
-            _value(h, x)
+            _value(h, x, depth + 1)
     elif isinstance(v, dict):
         for k in sorted(v, key=repr):
             h.update(repr(k).encode())
-            _value(h, v[k])
-    elif v is None or isinstance(v, (bool, int, float, str)):
-        h.update(repr(v).encode())
+            _value(h, v[k], depth + 1)
     elif isinstance(v, torch.nn.Module):          # a module held outside the model's tree (a plain list)
-        h.update(_attributes(v).encode() + _state(v).encode())
+        h.update(type(v).__qualname__.encode() + _state(v).encode())
     elif hasattr(v, "__dict__") and not callable(v):
         h.update(type(v).__qualname__.encode())
-        _value(h, {k: x for k, x in vars(v).items()})
+        _value(h, dict(vars(v)), depth + 1)
     else:
         h.update(f"<{type(v).__module__}.{type(v).__qualname__}>".encode())
 

@@ -254,3 +254,15 @@ def test_a_quick_call_on_a_big_model_is_not_recorded(kernel, monkeypatch):
     assert not list(kernel.folder.glob("*.pt"))
     program("digits_net")                                       # a real training of a small net still is
     assert list(kernel.folder.glob("*.pt"))
+
+
+def test_a_module_that_holds_its_parent_is_keyed_without_recursing(kernel):
+    """A submodule keeping a plain reference to its parent (a cycle) is keyed without recursing; it is not
+    recorded, since what the attribute holds changes with the training (the safe side)."""
+    kernel("record")
+    runcache.cell("cell")
+    model = nn.Sequential(nn.Linear(64, 10))
+    object.__setattr__(model[0], "owner", model)         # a plain attribute, not a registered submodule
+    assert runcache.key(model, ()) is not None
+    assert len(train(model, (DIGITS[0], DIGITS[1]), 3, progress=False).losses) == 3
+    assert not list(kernel.folder.glob("*.pt"))
