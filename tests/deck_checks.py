@@ -21,7 +21,7 @@ def deck_pass(*checks: str) -> str:
             "    const {h, v} = R.getIndices(s);\n"
             "    R.slide(h, v, -1);\n"
             "    for (const c of checks) if (c.before) c.before(s, h, v);\n"
-            "    R.slide(h, v, 1000);\n"
+            "    if (s.querySelector('.fragment')) R.slide(h, v, 1000);   // else all of it is shown already\n"
             "    for (const c of checks) if (c.after) await c.after(s, h, v);\n"
             "  }\n"
             "  R.slide(0, 0, -1);\n"

@@ -11,6 +11,8 @@ from urllib.parse import urljoin, urlparse
 
 import pytest
 
+from conftest import Tab
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.md"))
 sys.path.insert(0, str(ROOT / "tools"))
@@ -89,41 +91,48 @@ def site_pages(book_url: str) -> list[str]:
 
 
 def test_every_page_is_clean_with_math_images_and_links(browser, book_url, artifacts):
-    seen_math, fetched = 0, set()
-    for url in site_pages(book_url):
-        page, problems = open_clean(browser, url)
-        page.wait_for_function("() => !window.MathJax || !MathJax.startup || MathJax.startup.promise", timeout=10000)
-        page.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
-        name = urlparse(url).path.rsplit("/", 1)[-1].removesuffix(".html")
-        src = source_of(name)
-        if name in NOTEBOOKS:
-            links_its_source(page, name)
-        math_src = page.locator(".math").count()
-        rendered = page.locator("mjx-container").count()
-        assert rendered >= math_src, f"{url}: {math_src} formulas, {rendered} rendered by MathJax"
-        if math_in(src):  # a page whose source has formulas shows them typeset, none left as raw TeX
-            assert rendered >= 1, f"{url}: the source has {math_in(src)} formulas, the page renders none"
-        raw_tex = page.evaluate(RAW_TEX, "article")
-        assert raw_tex == 0, f"{url}: {raw_tex} formulas left as raw TeX"
-        seen_math += rendered
-        broken_imgs = page.evaluate("() => Array.from(document.images).filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src.slice(0, 80))")
-        assert not broken_imgs, f"{url}: images not loaded: {broken_imgs}"
-        figures = page.locator("article img").count()
-        assert figures >= figures_in(src), f"{url}: {figures_in(src)} plt.show() in the source, {figures} images"
-        hrefs = page.evaluate("() => Array.from(document.querySelectorAll('a[href]')).map(a => a.getAttribute('href'))")
-        for href in hrefs:
-            target = urljoin(url, href).split("#")[0]
-            if urlparse(target).netloc != urlparse(book_url).netloc or href.startswith("#") or target in fetched:
-                continue
-            with urllib.request.urlopen(target) as resp:       # each page's sidebar links them all: fetch each once
-                assert resp.status == 200, f"{url}: broken link {href}"
-            fetched.add(target)
-        assert page.evaluate(GLYPH_CHECK), f"{url}: Chinese text renders as boxes"
-        shot = urlparse(url).path.strip("/").replace("/", "_")
-        page.screenshot(path=str(artifacts / f"book_{shot}.png"))
-        page.close()
-        assert not problems, f"{url}: {problems}"
+    seen_math, fetched, tab = 0, set(), Tab(browser)      # one tab, page after page, as a reader
+    try:
+        for url in site_pages(book_url):
+            seen_math += check_page(tab, url, book_url, fetched, artifacts)
+    finally:
+        tab.close()
     assert seen_math >= 2  # the intro page: an inline epsilon and the aligned block of three norms
+
+
+def check_page(tab, url: str, book_url: str, fetched: set, artifacts: Path) -> int:
+    """test_every_page_is_clean_with_math_images_and_links on one page; returns its formulas typeset."""
+    problems, page = tab.visit(url, settle_ms=300), tab.page
+    page.wait_for_function("() => !window.MathJax || !MathJax.startup || MathJax.startup.promise", timeout=10000)
+    page.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
+    name = urlparse(url).path.rsplit("/", 1)[-1].removesuffix(".html")
+    src = source_of(name)
+    if name in NOTEBOOKS:
+        links_its_source(page, name)
+    math_src = page.locator(".math").count()
+    rendered = page.locator("mjx-container").count()
+    assert rendered >= math_src, f"{url}: {math_src} formulas, {rendered} rendered by MathJax"
+    if math_in(src):  # a page whose source has formulas shows them typeset, none left as raw TeX
+        assert rendered >= 1, f"{url}: the source has {math_in(src)} formulas, the page renders none"
+    raw_tex = page.evaluate(RAW_TEX, "article")
+    assert raw_tex == 0, f"{url}: {raw_tex} formulas left as raw TeX"
+    broken_imgs = page.evaluate("() => Array.from(document.images).filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src.slice(0, 80))")
+    assert not broken_imgs, f"{url}: images not loaded: {broken_imgs}"
+    figures = page.locator("article img").count()
+    assert figures >= figures_in(src), f"{url}: {figures_in(src)} plt.show() in the source, {figures} images"
+    hrefs = page.evaluate("() => Array.from(document.querySelectorAll('a[href]')).map(a => a.getAttribute('href'))")
+    for href in hrefs:
+        target = urljoin(url, href).split("#")[0]
+        if urlparse(target).netloc != urlparse(book_url).netloc or href.startswith("#") or target in fetched:
+            continue
+        with urllib.request.urlopen(target) as resp:       # each page's sidebar links them all: fetch each once
+            assert resp.status == 200, f"{url}: broken link {href}"
+        fetched.add(target)
+    assert page.evaluate(GLYPH_CHECK), f"{url}: Chinese text renders as boxes"
+    shot = urlparse(url).path.strip("/").replace("/", "_")
+    page.screenshot(path=str(artifacts / f"book_{shot}.png"))
+    assert not problems, f"{url}: {problems}"
+    return rendered
 
 
 def test_toc_follows_course_order_and_pages_link_their_source(browser, book_url):
@@ -358,9 +367,10 @@ def fit_limits() -> dict:
     return {"prose": model.SLIDE_PROSE, "code": model.SLIDE_CODE, "wide": model.WIDE.pattern}
 
 
-def open_deck_page(browser, url: str):
-    """A deck at 1280x720, initialised and typeset: (the page, its console problems)."""
-    page, problems = open_clean(browser, url, height=720)
+def open_deck_page(browser, url: str, tab: Tab | None = None):
+    """A deck at 1280x720, initialised and typeset: (the page, its console problems). In ``tab`` (a
+    Tab at 1280x720), the deck is that tab's next page."""
+    page, problems = (tab.page, tab.visit(url, settle_ms=300)) if tab else open_clean(browser, url, height=720)
     page.wait_for_selector(".reveal.ready", timeout=15000)
     page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=15000)
     page.evaluate("() => MathJax.startup.promise")

@@ -1,12 +1,25 @@
-"""JupyterLab in a real browser: run a notebook, move a widget control, see the output change."""
+"""JupyterLab in a real browser (one module, so that one JupyterLab server per test run serves them
+all: the ``lab`` fixture is per worker, and a module runs on one worker; issue 27):
+
+* run a notebook, see the Chinese glyphs and the figure;
+* the course's widgets through the kernel (moved from tests/test_browser_widgets.py, whose helpers
+  they use): a control change goes to the kernel and the front-end redraws what normlab computes;
+* a learner opens an exported lesson: it stays saved; a 先想一想 choice goes through the kernel; the
+  explorer is never squeezed into JupyterLab's scrolled output.
+"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from normlab import predictions as P
+from normlab.kernelmeta import kernel_metadata
 from test_browser_book import GLYPH_CHECK
+from test_browser_widgets import (DRAWN, GRID_BADGE, LIST_CONTROLS, LIVE_BADGE, TOY_CELL, drawn_explorer,
+                                  drawn_gradflow, grid_groups, watch)
 
 ROOT = Path(__file__).resolve().parent.parent
 # The notebooks whose widgets the course leans on: the axes explorer and the gradient-flow lab.
@@ -57,4 +70,277 @@ def test_first_notebook_runs_in_jupyterlab_with_chinese_glyphs(browser, lab, art
     assert page.locator(".jp-OutputArea-output img").count() >= 1  # the figure was drawn
     assert page.evaluate(GLYPH_CHECK)
     page.screenshot(path=str(artifacts / "lab_00_course_map.png"))
+    page.close()
+
+
+# --- JupyterLab: the same front-end, through the kernel --------------------------------------------
+
+LAB_NOTEBOOKS = {"03_layernorm": "explorer", "01_residuals": "gradflow"}
+LAB_SETTINGS = {"gradflow": dict(depth=32, wiring="plain", norm="none")}   # 01's GradFlow(...) cell
+
+
+def live_view(page):
+    """The output area that holds an anywidget front-end (its native controls)."""
+    view = page.locator(".jp-OutputArea-output:has(select)").first
+    view.wait_for(timeout=30000)
+    view.scroll_into_view_if_needed()
+    return view
+
+
+def change_live_control(page, name: str, widget: str, artifacts: Path) -> None:
+    """Pick another option of the widget's first <select>; the picture must change, which only the
+    kernel can make happen (the front-end draws on change:data, and data comes from Python)."""
+    view = live_view(page)
+    page.wait_for_timeout(500)
+    page.screenshot(path=str(artifacts / f"widgets_lab_{name}_before.png"))
+    assert LIVE_BADGE in view.text_content(), f"{name}: the widget does not say {LIVE_BADGE}"
+    assert GRID_BADGE not in view.text_content()
+    before = view.evaluate(DRAWN[widget])
+    assert any(before.values()), f"{name}: the front-end drew nothing the test can read: {before}"
+    select = view.locator("select").first
+    current = select.input_value()
+    target = next(v for v in select.evaluate("s => Array.from(s.options).map(o => o.value)") if v != current)
+    select.select_option(target)
+    page.wait_for_function(f"([el, before]) => JSON.stringify(({DRAWN[widget]})(el)) !== JSON.stringify(before)",
+                           arg=[view.element_handle(), before], timeout=30000)
+    page.wait_for_selector(".jp-StatusBar-TextItem:has-text('| Idle')", timeout=60000)
+    page.wait_for_timeout(200)
+    page.screenshot(path=str(artifacts / f"widgets_lab_{name}_after.png"))
+    assert not errors_in(page), errors_in(page)
+    assert LIVE_BADGE in view.text_content()
+    if widget in KERNEL_ANSWER:
+        KERNEL_ANSWER[widget](view)
+    slider_moves_with_arrow_keys(page, view, name, widget)
+
+
+def slider_moves_with_arrow_keys(page, view, name: str, widget: str) -> None:
+    """Keyboard-operable in JupyterLab too: an arrow key on a focused slider moves it and the kernel
+    redraws. (The notebook takes the keys that bubble out of an output in command mode: a front-end
+    must keep its keys, ``keydown`` -> ``stopPropagation()``.)"""
+    slider = view.locator("input[type=range]").first
+    before_value, before = slider.input_value(), view.evaluate(DRAWN[widget])
+    slider.focus()
+    key = "ArrowLeft" if before_value == slider.get_attribute("max") else "ArrowRight"
+    page.keyboard.press(key)
+    page.wait_for_timeout(300)
+    assert slider.input_value() != before_value, f"{name}: {key} on the slider did not move it in JupyterLab"
+    page.wait_for_function(f"([el, before]) => JSON.stringify(({DRAWN[widget]})(el)) !== JSON.stringify(before)",
+                           arg=[view.element_handle(), before], timeout=30000)
+
+
+def dom_controls(view) -> dict:
+    """{label text: value} of the widget's visible controls, as the page shows them."""
+    return {c["label"]: c["value"] for c in view.evaluate(LIST_CONTROLS)}
+
+
+def answer_explorer(view) -> None:
+    """The drawn groups are what normlab computes for the settings the page shows (the kernel drew them)."""
+    from normlab.widgets import explorer
+
+    c = dom_controls(view)
+    layout, norm = c["布局 (layout)"], c["归一化 (norm)"]
+    dims = sorted((d for d in explorer.SPEC["controls"] if d.get("part_of") == "shape" and d["layout"] == layout),
+                  key=lambda d: d["index"])
+    shape = [int(c[d["label"]]) for d in dims]
+    g = int(next((v for k, v in c.items() if k.startswith("组数 G")), 2) or 2)
+    data = explorer.explorer_data(norm, layout, shape, g)
+    drawn = drawn_explorer(view.element_handle())
+    assert drawn["groups"] == grid_groups(data), f"{layout} {norm} {shape}: the drawn groups are not the kernel's"
+    assert drawn["lit"] == drawn["same_group"]
+
+
+def answer_gradflow(view) -> None:
+    """The last drawn points are gradflow.curve_data() for the settings the page shows (seed 0 in 01)."""
+    from normlab.widgets import gradflow
+
+    values = view.evaluate("v => Object.fromEntries(Array.from(v.querySelectorAll('select[name], input[name]'))"
+                           ".map(e => [e.name, e.value]))")
+    fixed = gradflow.DEFAULTS | LAB_SETTINGS["gradflow"]             # controls a lesson does not show
+    controls = {n: int(values.get(n, fixed[n])) if n in ("depth", "width") else values.get(n, fixed[n])
+                for n in gradflow.CONTROL_ORDER}
+    data = gradflow.curve_data(controls, seed=0)
+    drawn = drawn_gradflow(view.element_handle())
+    assert drawn["grad"][0] == pytest.approx(data["grad"][-1], rel=1e-3), controls
+    assert drawn["act"][0] == pytest.approx(data["act"][-1], rel=1e-3), controls
+
+
+KERNEL_ANSWER = {"explorer": answer_explorer, "gradflow": answer_gradflow}
+
+
+def test_lab_toy_redraws_through_the_kernel(browser, lab, artifacts):
+    """The host alone in JupyterLab: anywidget loads the toy module, a control change goes to the
+    kernel, compute() answers, the front-end redraws. Beside it a 先想一想 choice and its answer fold
+    (marked as the export marks it): the fold stays shut until a pick, which the kernel records."""
+    import nbformat
+
+    from normlab import predictions as P
+
+    store = lab["dir"] / "predictions 99.json"                 # not the tester's own ~/.normlab
+    store.unlink(missing_ok=True)
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(f"import os\nos.environ['NORMLAB_PREDICTIONS'] = {str(store)!r}\n"
+                                  'from normlab.widgets import predict\npredict.ask("01", "depth-std")'),
+        nbformat.v4.new_markdown_cell(f"<details><summary>答案 (answer){P.answer_marker('01.depth-std')}</summary>\n\n"
+                                      "depth-std 的答案\n\n</details>"),
+        nbformat.v4.new_code_cell(TOY_CELL)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, lab["dir"] / "99_toy.ipynb")
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    problems = watch(page)
+    run_all(page, lab, "99_toy")
+    answer_shut_until_a_pick(page, store, artifacts)
+    change_live_control(page, "99_toy", "_toy", artifacts)
+    page.close()
+    assert not [p for p in problems if p.startswith("network")], problems
+
+
+def answer_shut_until_a_pick(page, store: Path, artifacts: Path) -> None:
+    """JupyterLab's sanitizer keeps the fold's marker; a click on the fold before a pick leaves it shut
+    and says why; the kernel's reply to a pick (data-saved, the file written) opens it."""
+    ask, fold = page.locator(".nl-pr-ask"), page.locator(".jp-MarkdownCell details:has(.nl-answer-for-01-depth-std)")
+    ask.wait_for(timeout=30000)
+    fold.scroll_into_view_if_needed()
+    assert ask.get_attribute("data-lock") == "1" and not store.exists()
+    fold.locator("summary").click()
+    page.wait_for_timeout(200)
+    assert not fold.evaluate("d => d.open")
+    assert "先在上面选一个预测再看答案" in fold.locator(".nl-answer-why").inner_text()
+    page.screenshot(path=str(artifacts / "predict_lab_locked.png"))
+    ask.get_by_role("radio", name="(B)").click()
+    page.wait_for_selector(".nl-pr-ask[data-saved='1'][data-lock='0']", timeout=3000)   # before the 4 s fail-open
+    assert '"01.depth-std"' in store.read_text(encoding="utf-8")
+    fold.locator("summary").click()
+    page.wait_for_timeout(200)
+    assert fold.evaluate("d => d.open") and fold.locator(".nl-answer-why").count() == 0
+    page.screenshot(path=str(artifacts / "predict_lab_opened.png"))
+
+
+WIDGET_CALL = {"explorer": "AxesExplorer(", "gradflow": "GradFlow("}
+
+
+def up_to_widget(folder: Path, name: str, widget: str) -> str:
+    """A copy of the lesson that ends with the cell that shows ``widget`` (every cell before it kept, in
+    order: the widget sees the kernel state a learner's Run All gives it). The cells after it are no
+    part of this test: nbval runs every cell of the lesson in this run (solution and learner copies),
+    and running them here too made JupyterLab execute 01 and 03 a fourth time (01: 45 s)."""
+    import nbformat
+
+    nb = nbformat.read(folder / f"{name}.ipynb", 4)
+    last = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and WIDGET_CALL[widget] in c.source)
+    nb.cells = nb.cells[:last + 1]
+    nbformat.write(nb, folder / f"{name}_widget.ipynb")
+    return f"{name}_widget"
+
+
+@pytest.mark.parametrize("name", list(LAB_NOTEBOOKS))
+def test_lab_widget_redraws_through_the_kernel(browser, lab, artifacts, name):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    problems = watch(page)
+    run_all(page, lab, up_to_widget(lab["dir"], name, LAB_NOTEBOOKS[name]))
+    assert not errors_in(page), errors_in(page)
+    change_live_control(page, name, LAB_NOTEBOOKS[name], artifacts)
+    page.close()
+    assert not [p for p in problems if p.startswith("network")], problems
+
+
+# --- JupyterLab, as a learner opens a lesson the course exported (issue 28 items 2 and 5):
+#
+# * opening it does not mark it unsaved (the export writes the kernelspec and language_info the kernel
+#   would write: normlab/kernelmeta.py); control: the same notebook with the sources' old metadata is
+#   marked unsaved at once, so the check can fail;
+# * a 先想一想 choice goes through the kernel into the guesses file, and the lesson's summary scores it;
+# * the axes explorer is never squeezed into JupyterLab's 24em (312 px) scrolled-output box (a click on
+#   the output's left edge turns it on): the whole grid stays visible, without an inner scroll bar.
+OPEN_WAIT_MS = 2500        # JupyterLab writes the kernel's metadata once kernel_info has come back
+
+
+def open_notebook(page, lab, name: str) -> None:
+    page.goto(f"{lab['base']}/lab/workspaces/o{name}/tree/{name}.ipynb?reset&token={lab['token']}")
+    page.wait_for_selector(".jp-Notebook", timeout=60000)
+    page.wait_for_selector(".jp-StatusBar-TextItem:has-text('| Idle')", timeout=60000)
+    page.wait_for_timeout(OPEN_WAIT_MS)
+
+
+def dirty(page) -> bool:
+    return page.locator(".lm-TabBar-tab.jp-mod-current.jp-mod-dirty").count() > 0
+
+
+def test_kernel_metadata_is_what_ipykernel_reports():
+    from ipykernel.ipkernel import IPythonKernel
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    meta = kernel_metadata()
+    assert meta["language_info"] == IPythonKernel.language_info
+    spec = KernelSpecManager().get_kernel_spec("python3")
+    assert meta["kernelspec"] == {"name": "python3", "display_name": spec.display_name, "language": spec.language}
+
+
+def test_opening_an_exported_lesson_leaves_it_saved(browser, lab):
+    import nbformat
+
+    nb = nbformat.read(lab["dir"] / "02_batchnorm.ipynb", 4)
+    assert nb.metadata["kernelspec"] == kernel_metadata()["kernelspec"]
+    old = nbformat.from_dict(json.loads(json.dumps(nb)))           # control: the metadata before the fix
+    old.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    del old.metadata["language_info"]
+    nbformat.write(old, lab["dir"] / "zz_old_metadata.ipynb")
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    open_notebook(page, lab, "zz_old_metadata")
+    assert dirty(page), "control: the old metadata should mark the notebook unsaved (else this test cannot fail)"
+    open_notebook(page, lab, "02_batchnorm")
+    assert not dirty(page), "opening the exported lesson marked it unsaved"
+    page.close()
+
+
+@pytest.fixture
+def lesson03(lab, tmp_path):
+    """Lesson 03 up to the axes explorer's cell, with the guesses file in tmp_path (set in a first cell)."""
+    import nbformat
+
+    store = tmp_path / "predictions.json"
+    nb = nbformat.read(lab["dir"] / "03_layernorm.ipynb", 4)
+    last = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "AxesExplorer(" in c.source)
+    nb.cells = nb.cells[:last + 1]
+    nb.cells.insert(1, nbformat.v4.new_code_cell(f"import os\nos.environ['NORMLAB_PREDICTIONS'] = {str(store)!r}"))
+    nb.cells.append(nbformat.v4.new_code_cell(P.summary_source("03"), metadata={"tags": [P.SUMMARY_TAG]}))
+    nbformat.write(nb, lab["dir"] / "zz_03_open.ipynb")
+    return "zz_03_open", store
+
+
+def test_choice_goes_through_the_kernel_and_the_explorer_is_never_squeezed(browser, lab, lesson03, artifacts):
+    name, store = lesson03
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    run_all(page, lab, name)
+    assert not errors_in(page), errors_in(page)
+    # 1. the first 先想一想 of 03: "除以 E − 1" is (B)
+    ask = page.locator(".nl-pr-ask").first
+    ask.scroll_into_view_if_needed()
+    assert ask.get_attribute("data-source") == "live" and not store.exists()
+    ask.get_by_role("radio", name="(B)").click()
+    page.wait_for_function("el => el.dataset.saved === '1'", arg=ask.element_handle(), timeout=30000)
+    saved = json.loads(store.read_text(encoding="utf-8"))["guesses"]
+    assert saved["03.var-default"]["choice"] == "B"
+    summary = page.locator(".nl-pr-summary")
+    summary.scroll_into_view_if_needed()
+    page.wait_for_function("el => el.dataset.right === '1'", arg=summary.element_handle(), timeout=30000)
+    assert summary.locator("tbody tr").first.get_attribute("data-result") == "right"
+    page.screenshot(path=str(artifacts / "lab_predict_summary.png"))
+    # 2. the explorer's output in JupyterLab's scrolled mode (a click on the output's left edge)
+    out = page.locator(".jp-CodeCell:has(.nl-explorer)")
+    out.scroll_into_view_if_needed()
+    overlay = out.locator(".jp-OutputArea-promptOverlay").first
+    overlay.click()
+    page.wait_for_timeout(500)
+    assert out.evaluate("c => c.classList.contains('jp-mod-outputsScrolled')"), "the click did not turn scrolling on"
+    box = out.evaluate("""c => { const a = c.querySelector('.jp-Cell-outputArea'); const x = c.querySelector('.nl-explorer');
+        const b = x.querySelector('.nl-ax-board').getBoundingClientRect(), r = a.getBoundingClientRect();
+        const e = x.getBoundingClientRect(), s = getComputedStyle(a);
+        return { area: r.height, inner: a.scrollHeight, client: a.clientHeight, explorer: e.height,
+                 scrolls: ['auto', 'scroll'].includes(s.overflowY) && a.scrollHeight > a.clientHeight + 1,
+                 maxHeight: s.maxHeight, explorerBottom: e.bottom,
+                 boardBottom: b.bottom, areaBottom: r.bottom, boardRight: b.right, areaRight: r.right }; }""")
+    out.screenshot(path=str(artifacts / "lab_explorer_scrolled_mode.png"))
+    assert not box["scrolls"] and box["maxHeight"] == "none", f"the explorer scrolls inside its output: {box}"
+    assert box["explorerBottom"] <= box["areaBottom"] + 1 and box["boardBottom"] <= box["areaBottom"] + 1, box
+    assert box["boardRight"] <= box["areaRight"] + 1, box
     page.close()

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import serve
-from test_browser_widgets import BOOK, SLIDES, exercise, explorer_arrow_keys, show_slide, watch, widgets
+from conftest import Tab, serve
+from test_browser_widgets import BOOK, SLIDES, exercise, explorer_arrow_keys, show_slide, widgets
 
 
 @pytest.fixture(scope="module")
@@ -41,11 +41,10 @@ def test_book_widgets_work_with_no_kernel(browser, site_url, artifacts, via):
     pages = pages_with_widgets(BOOK / "notebooks", "*.html")
     names = {p.stem for p in pages}
     assert {"01_residuals", "02_batchnorm", "03_layernorm", "06_placement"} <= names, names
+    tab = Tab(browser)                   # one tab, page after page, as a reader
     for path in pages:
         url = path.as_uri() if via == "file" else f"{site_url}/notebooks/{path.name}"
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        problems = watch(page)
-        page.goto(url, wait_until="load")
+        problems, page = tab.visit(url), tab.page
         boxes = real_widgets(page)
         assert boxes, f"{path.stem}: no widget rendered"
         assert not page.locator(".normlab-web-failed").count(), page.locator(".normlab-web-failed").first.inner_text()
@@ -53,19 +52,18 @@ def test_book_widgets_work_with_no_kernel(browser, site_url, artifacts, via):
             assert exercise(page, box, artifacts, f"widgets_book_{via}_{path.stem}_{i}") >= 1
         if via == "server":
             explorer_arrow_keys(page, boxes, artifacts, f"widgets_book_{path.stem}")
-        page.close()
         assert not problems, f"{path.stem}: {problems}"
+    tab.close()
 
 
 def test_slides_widgets_work_with_no_kernel(browser, decks_url, artifacts):
     decks = pages_with_widgets(SLIDES, "*.slides.html")
     assert {"01_residuals", "03_layernorm", "06_placement"} <= {p.name.split(".")[0] for p in decks}
+    tab = Tab(browser, height=800)       # one tab, deck after deck, as a speaker's
     for path in decks:
         stem = path.name.split(".")[0]
         for url in (path.as_uri(), f"{decks_url}/{path.name}"):
-            page = browser.new_page(viewport={"width": 1280, "height": 800})
-            problems = watch(page)
-            page.goto(url, wait_until="load")
+            problems, page = tab.visit(url), tab.page
             page.wait_for_selector(".reveal.ready", timeout=15000)
             boxes = real_widgets(page)
             assert boxes, f"{stem}: no widget rendered"
@@ -73,7 +71,7 @@ def test_slides_widgets_work_with_no_kernel(browser, decks_url, artifacts):
                 show_slide(page, box)
                 kind = "file" if url.startswith("file:") else "server"
                 assert exercise(page, box, artifacts, f"widgets_slides_{kind}_{stem}_{i}") >= 1
-            page.close()
             assert not problems, f"{stem}: {problems}"
+    tab.close()
 
 

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import Tab
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import book  # noqa: E402  (tools/book.py)
@@ -105,24 +107,22 @@ def checked_decks(browser, decks_url, artifacts) -> dict:
     (tests/deck_checks.py): test_browser_book's FIT_CHECK (fit, answers hidden), STEP_CHECK (no answer,
     no title alone, no lost figure) and SIZE_CHECK (font sizes, text per slide); then, back on the first
     slide, opens_and_advances. {name: {"fit", "console", "steps", "sizes", "answers", "opened"}}."""
-    out = {}
+    out, tab = {}, Tab(browser, height=720)         # one tab, deck after deck, as a speaker's
     for name in NOTEBOOKS:
-        page, console = open_deck_page(browser, f"{decks_url}/{name}.slides.html")
-        try:
-            answers = reference_lines(name)
-            fit, steps, sizes = page.evaluate(deck_checks.deck_pass(FIT_CHECK, STEP_CHECK, SIZE_CHECK),   # one walk
-                                              [fit_limits(), {"ref": r"(?<![页面的])[左右上下]图", "answers": answers},
-                                               {"table": TABLE_PX, "code": CODE_PX, "widget": WIDGET_PX}])
-            opened = opens_and_advances(page, name, artifacts)     # the walk left it at the first slide
-            if fit["questions"]:   # the first question's slide, before its answer is revealed
-                page.evaluate("""() => { const R = require("vendor/reveal.js/dist/reveal.js");
-                  const p = Array.from(document.querySelectorAll(".reveal .slides p")).find(p => p.textContent.startsWith("先想一想"));
-                  const i = R.getIndices(p.closest("section")); R.slide(i.h, i.v, -1); }""")
-                page.screenshot(path=str(artifacts / f"slides_{name}_question.png"))
-        finally:
-            page.close()
+        page, console = open_deck_page(browser, f"{decks_url}/{name}.slides.html", tab)
+        answers = reference_lines(name)
+        fit, steps, sizes = page.evaluate(deck_checks.deck_pass(FIT_CHECK, STEP_CHECK, SIZE_CHECK),   # one walk
+                                          [fit_limits(), {"ref": r"(?<![页面的])[左右上下]图", "answers": answers},
+                                           {"table": TABLE_PX, "code": CODE_PX, "widget": WIDGET_PX}])
+        opened = opens_and_advances(page, name, artifacts)     # the walk left it at the first slide
+        if fit["questions"]:   # the first question's slide, before its answer is revealed
+            page.evaluate("""() => { const R = require("vendor/reveal.js/dist/reveal.js");
+              const p = Array.from(document.querySelectorAll(".reveal .slides p")).find(p => p.textContent.startsWith("先想一想"));
+              const i = R.getIndices(p.closest("section")); R.slide(i.h, i.v, -1); }""")
+            page.screenshot(path=str(artifacts / f"slides_{name}_question.png"))
         out[name] = {"fit": fit, "console": console, "steps": steps, "sizes": sizes, "answers": len(answers),
                      "opened": opened}
+    tab.close()
     return out
 
 
