@@ -423,8 +423,14 @@ def cmd_course(args: list[str]) -> int:
     os.execv(str(cmd[0]), [str(c) for c in cmd])  # JupyterLab takes over this process (Ctrl-C stops it)
 
 
+# Three pytest workers, on two cores too: with two, the CPU was busy 71% of the run (490 s of CPU in
+# 345 s; a browser test waits for frames and pages, a kernel or a server for its start), and three ran
+# the same tests in 298 s (2026-11-26, the course's 2-core machine). Each kernel keeps one thread.
+TEST_WORKERS = 3
+
+
 def cmd_test(args: list[str]) -> int:
-    """pytest for normlab plus nbval over every notebook, two workers, one notebook per worker.
+    """pytest for normlab plus nbval over every notebook, TEST_WORKERS workers, one notebook per worker.
 
     Each notebook copy is executed once: nbval's run of a solution copy is also the book's and the
     slides' execution (tests/conftest.py registers tools/nbval_book.py, which saves it to build/executed/
@@ -437,13 +443,13 @@ def cmd_test(args: list[str]) -> int:
     export_notebooks(py, nbdir, keep_existing=False)
     paths = [a for a in args if not a.startswith("-") and (ROOT / a.split("::")[0]).exists()]
     targets = [] if paths else ["tests", str(nbdir.relative_to(ROOT))]
-    # Two notebooks run at once (two pytest workers, and the book build's two executors): one
+    # Several notebooks run at once (the pytest workers, and the book build's two executors): one
     # thread each. Two OpenMP pools of two threads on two cores spin against each other and run
     # many times slower than one thread each.
     env = dict(os.environ, MPLBACKEND="Agg", PYTHONHASHSEED="0", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
                NORMLAB_DRILLS_FILE="off")   # test runs never write a learner's drill progress
     code = run([py, "-m", "pytest", *targets, "--nbval-lax", "--nbval-current-env",
-                "--nbval-cell-timeout", "300", "-n", "2", "--dist", "loadscope", "--no-loadscope-reorder",
+                "--nbval-cell-timeout", "300", "-n", str(TEST_WORKERS), "--dist", "loadscope", "--no-loadscope-reorder",
                 "-p", "no:cacheprovider", *args], env=env)
     say(f"测试用时 (test time): {time.time() - t0:.0f} s, exit code {code} · Python "
         f"{'.'.join(map(str, python_version(py)))} · torch {torch_build(py)} · venv {shown(VENV)}")

@@ -142,29 +142,40 @@ def executed_notebooks(request):
     return ROOT / "build" / "executed"
 
 
-def build_once(what: str) -> None:
-    """Run ``tools/book.py WHAT`` once per test run, whichever pytest-xdist worker asks first. It
-    executes only the notebooks that are not current in build/executed/ (after the executed_notebooks
-    fixture: none, when this run's nbval ran them all).
+@contextlib.contextmanager
+def once_per_run(what: str):
+    """Yields True in the one process of this test run that must make ``what`` (the first xdist worker
+    to ask), False where it is made already; a worker that asks while another makes it waits.
 
     Each worker has its own session, so two test modules on two workers would otherwise build the
     book into the same folder at the same time, and one would read pages the other is deleting.
     A lock serialises the workers; a stamp with the run's id (shared by all its workers) says the
-    build is done. The seconds spent (building, or waiting for the other worker's build) go to the
-    time budget's "book/slides build" (nbval_book.charge)."""
-    import time
-
-    t0 = time.time()
+    work is done (written only when the body returned)."""
     run_id = nbval_book.run_id()
     (ROOT / "build").mkdir(exist_ok=True)
     stamp = ROOT / "build" / f".{what}-built-by-run"
     with open(ROOT / "build" / f".{what}.lock", "w", encoding="utf-8") as lock:
         if fcntl is not None:
             fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (stamp.exists() and stamp.read_text(encoding="utf-8") == run_id):
+        todo = not (stamp.exists() and stamp.read_text(encoding="utf-8") == run_id)
+        if todo:
             stamp.unlink(missing_ok=True)
-            subprocess.run([sys.executable, str(ROOT / "tools" / "book.py"), what], cwd=ROOT, check=True)
+        yield todo
+        if todo:
             stamp.write_text(run_id, encoding="utf-8")
+
+
+def build_once(what: str) -> None:
+    """Run ``tools/book.py WHAT`` once per test run, whichever pytest-xdist worker asks first
+    (once_per_run). It executes only the notebooks that are not current in build/executed/ (after the
+    executed_notebooks fixture: none, when this run's nbval ran them all). The seconds spent (building,
+    or waiting for the other worker's build) go to the time budget's "book/slides build" (nbval_book.charge)."""
+    import time
+
+    t0 = time.time()
+    with once_per_run(what) as todo:
+        if todo:
+            subprocess.run([sys.executable, str(ROOT / "tools" / "book.py"), what], cwd=ROOT, check=True)
     nbval_book.charge("normlab_build_s", time.time() - t0)
 
 
@@ -225,13 +236,12 @@ def artifacts() -> Path:
     return ARTIFACTS
 
 
-def build_toy_site(folder: Path, stem: str, body: str, title: str):
-    """A one-notebook book and deck built the way tools/book.py builds the course's: ``folder/STEM.md``
-    (lesson 00's front matter, then ``body``) executed by execution.execute_all (NORMLAB_STATIC=1),
-    staged with static_widgets, built by Sphinx with the book's settings, and exported by the slides'
-    exporter. Returns (the book's html folder, the slides' folder, the executed notebook); the page is
-    html/notebooks/STEM.html, the deck STEM.slides.html. (tests/test_browser_widgets.py's toy and
-    tests/test_predictions.py's choices share it.)"""
+def build_toy_site(folder: Path, pages: dict[str, tuple[str, str]]):
+    """A small book and its decks built the way tools/book.py builds the course's: for each
+    ``{STEM: (body, title)}``, ``folder/STEM.md`` (lesson 00's front matter, then ``body``) executed by
+    execution.execute_all (NORMLAB_STATIC=1), staged with static_widgets, built by Sphinx with the book's
+    settings, and exported by the slides' exporter. Returns (the book's html folder, the slides' folder,
+    {STEM: the executed notebook}); a page is html/notebooks/STEM.html, a deck STEM.slides.html."""
     import copy
 
     import nbformat
@@ -243,14 +253,17 @@ def build_toy_site(folder: Path, stem: str, body: str, title: str):
     import static_outputs as static
 
     header = (ROOT / "notebooks" / "00_course_map.md").read_text(encoding="utf-8").split("---", 2)[1]
-    src = folder / f"{stem}.md"
-    src.write_text(f"---{header}---\n\n{body}", encoding="utf-8")
-    executed = execution.EXECUTED / f"{stem}.ipynb"
+    srcs = []
+    for stem, (body, _) in pages.items():
+        srcs.append(folder / f"{stem}.md")
+        srcs[-1].write_text(f"---{header}---\n\n{body}", encoding="utf-8")
+    executed = {stem: execution.EXECUTED / f"{stem}.ipynb" for stem in pages}
     try:
-        execution.execute_all(jobs=1, srcs=[src])
-        nb = nbformat.read(executed, 4)
+        execution.execute_all(jobs=1, srcs=srcs)
+        nbs = {stem: nbformat.read(path, 4) for stem, path in executed.items()}
     finally:
-        executed.unlink(missing_ok=True)
+        for path in executed.values():
+            path.unlink(missing_ok=True)
     site = folder / "book"
     (site / "notebooks").mkdir(parents=True)
     (site / "_static").mkdir()
@@ -259,15 +272,45 @@ def build_toy_site(folder: Path, stem: str, body: str, title: str):
         (site / name).write_bytes((ROOT / "book" / name).read_bytes())
     (site / "_static" / "normlab.js").write_text(book.THEME_JS, encoding="utf-8")
     (site / "_static" / "normlab.css").write_bytes((ROOT / "book" / "normlab.css").read_bytes())  # _config.yml names it
-    (site / "intro.md").write_text(f"# 首页\n\n[{title}](notebooks/{stem})\n", encoding="utf-8")
-    staged = copy.deepcopy(nb)
-    static.static_widgets(staged)
-    nbformat.write(staged, site / "notebooks" / f"{stem}.ipynb")
-    (site / "_toc.yml").write_text(f"format: jb-book\nroot: intro\nchapters:\n  - file: notebooks/{stem}\n", encoding="utf-8")
-    book.write_sphinx_conf(site)
-    assert book.sphinx_build(site, site / "html") == 0
+    links = "\n".join(f"- [{title}](notebooks/{stem})" for stem, (_, title) in pages.items())
+    (site / "intro.md").write_text(f"# 首页\n\n{links}\n", encoding="utf-8")
     deck = folder / "slides"
     deck.mkdir()
     decks.copy_slide_vendor(deck)
-    (deck / f"{stem}.slides.html").write_text(decks.slides_html(decks.slides_exporter(), staged), encoding="utf-8")
-    return site / "html", deck, nb
+    for stem, nb in nbs.items():
+        staged = copy.deepcopy(nb)
+        static.static_widgets(staged)
+        nbformat.write(staged, site / "notebooks" / f"{stem}.ipynb")
+        (deck / f"{stem}.slides.html").write_text(decks.slides_html(decks.slides_exporter(), staged), encoding="utf-8")
+    chapters = "".join(f"  - file: notebooks/{stem}\n" for stem in pages)
+    (site / "_toc.yml").write_text(f"format: jb-book\nroot: intro\nchapters:\n{chapters}", encoding="utf-8")
+    book.write_sphinx_conf(site)
+    assert book.sphinx_build(site, site / "html") == 0
+    return site / "html", deck, nbs
+
+
+TOY_SITE = ROOT / "build" / "toysite"
+
+
+@pytest.fixture(scope="session")
+def toy_site():
+    """One toy book and deck per test run for the tests that check the course's build on a page of their
+    own: tests/test_browser_widgets.py's toy widget (TOY_PAGE) and tests/test_predictions.py's choices
+    (PREDICT_PAGE), built by build_toy_site into build/toysite/ once (once_per_run: each Sphinx build of
+    a toy book cost 8-20 s; issue 27). (the html folder, the slides' folder, {stem: executed notebook})."""
+    import shutil
+
+    import nbformat
+
+    from test_browser_widgets import TOY_PAGE
+    from test_predictions import PREDICT_PAGE
+
+    pages = TOY_PAGE | PREDICT_PAGE
+    with once_per_run("toysite") as todo:
+        if todo:
+            shutil.rmtree(TOY_SITE, ignore_errors=True)
+            TOY_SITE.mkdir(parents=True)
+            for stem, nb in build_toy_site(TOY_SITE, pages)[2].items():
+                nbformat.write(nb, TOY_SITE / f"{stem}.executed.ipynb")
+    return (TOY_SITE / "book" / "html", TOY_SITE / "slides",
+            {stem: nbformat.read(TOY_SITE / f"{stem}.executed.ipynb", 4) for stem in pages})

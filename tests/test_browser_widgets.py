@@ -380,23 +380,23 @@ toy = WebWidget("_toy", spec=spec, controls={"n": 3, "color": "red"},
 toy"""
 
 
-@pytest.fixture(scope="module")
-def toy_site(tmp_path_factory):
-    """A one-notebook book and deck built the way tools/book.py builds the course's (conftest's
-    build_toy_site: execute_all with NORMLAB_STATIC=1, static_widgets, Sphinx, the slides' exporter)."""
-    from conftest import build_toy_site
+TOY_PAGE = {"99_toy": (f"# 玩具\n\n```{{code-cell}} ipython3\n{TOY_CELL}\n```\n", "玩具")}   # conftest's toy_site
 
-    html, slides, nb = build_toy_site(tmp_path_factory.mktemp("toysite"), "99_toy",
-                                      f"# 玩具\n\n```{{code-cell}} ipython3\n{TOY_CELL}\n```\n", "玩具")
-    outputs = [o for c in nb.cells for o in c.get("outputs", [])]
+
+@pytest.fixture(scope="module")
+def toy_book(toy_site):
+    """The toy's page and deck, built the way tools/book.py builds the course's (conftest's toy_site:
+    execute_all with NORMLAB_STATIC=1, static_widgets, Sphinx, the slides' exporter)."""
+    html, slides, nbs = toy_site
+    outputs = [o for c in nbs["99_toy"].cells for o in c.get("outputs", [])]
     assert any("normlab-web" in o.get("data", {}).get("text/html", "") for o in outputs), outputs
     assert not any(WIDGET_VIEW in o.get("data", {}) for o in outputs)
     return html, slides
 
 
 @pytest.mark.parametrize("where", ["book-file", "book-server", "slides-file", "slides-server"])
-def test_toy_notebook_through_the_book_and_the_slides(browser, toy_site, artifacts, where):
-    html, slides = toy_site
+def test_toy_notebook_through_the_book_and_the_slides(browser, toy_book, artifacts, where):
+    html, slides = toy_book
     folder, rel = (html, "notebooks/99_toy.html") if where.startswith("book") else (slides, "99_toy.slides.html")
     url, server = located(folder, rel, "file" if where.endswith("file") else "server")
     try:

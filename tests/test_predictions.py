@@ -416,17 +416,18 @@ def test_static_choices_are_kept_in_the_browser_and_scored(browser, static_page,
 PREDICT_CELLS = 'from normlab.widgets import predict\npredict.ask("01", "depth-std")'
 
 
-@pytest.fixture(scope="module")
-def predict_site(tmp_path_factory):
-    """A one-notebook book and deck holding a choice, its answer fold (marked as the export marks it),
-    a hint and the summary of lesson 01, built as tools/book.py builds the course's (conftest's
-    build_toy_site: executed with NORMLAB_STATIC=1, static_widgets, Sphinx, the slides' exporter)."""
-    from conftest import build_toy_site
+# A page holding a choice, its answer fold (marked as the export marks it), a hint and the summary of
+# lesson 01: built with conftest's toy_site as tools/book.py builds the course's (executed with
+# NORMLAB_STATIC=1, static_widgets, Sphinx, the slides' exporter).
+PREDICT_PAGE = {"98_predict_toy": (
+    f"# 预测\n\n**先想一想**：……\n\n```{{code-cell}} ipython3\n:tags: [remove-input]\n\n{PREDICT_CELLS}\n```\n\n"
+    f"{fold('01.depth-std', 'depth-std 的答案')}\n\n{fold('', '提示')}\n\n"
+    f"## 小结\n\n```{{code-cell}} ipython3\n{P.summary_source('01')}\n```\n", "预测")}
 
-    body = (f"# 预测\n\n**先想一想**：……\n\n```{{code-cell}} ipython3\n:tags: [remove-input]\n\n{PREDICT_CELLS}\n```\n\n"
-            f"{fold('01.depth-std', 'depth-std 的答案')}\n\n{fold('', '提示')}\n\n"
-            f"## 小结\n\n```{{code-cell}} ipython3\n{P.summary_source('01')}\n```\n")
-    html, deck, _ = build_toy_site(tmp_path_factory.mktemp("predictsite"), "98_predict_toy", body, "预测")
+
+@pytest.fixture(scope="module")
+def predict_site(toy_site):
+    html, deck, _ = toy_site
     return html / "notebooks" / "98_predict_toy.html", deck / "98_predict_toy.slides.html"
 
 
