@@ -256,6 +256,22 @@ def constraints_for(lock: Path, build: str) -> Path:
     return out
 
 
+# Installed as dependencies, removed again: jsonschema imports its optional IRI checker rfc3987-syntax
+# (asked for by jupyter-events through jsonschema[format-nongpl]) whenever it is imported, and that
+# builds about 35 Earley parsers: 0.9 s of CPU in every process that imports jsonschema (JupyterLab,
+# each hub server, the book's Sphinx, every nbformat user: 50 in one test run). No Jupyter schema uses
+# the iri formats it checks (opendatahub-io/notebooks#3532; python-jsonschema/jsonschema#1428).
+SLOW_IMPORTS = {"rfc3987_syntax": "rfc3987-syntax"}
+
+
+def drop_slow_imports(py: Path) -> None:
+    """Uninstall SLOW_IMPORTS from the venv where pip put them (every install brings them back)."""
+    sites = [*VENV.glob("lib/python3*/site-packages"), *VENV.glob("Lib/site-packages")]
+    there = [dist for module, dist in SLOW_IMPORTS.items() if any((s / module).exists() for s in sites)]
+    if there:
+        run([py, "-m", "pip", "uninstall", "-y", "-q", *there])
+
+
 def ensure_env(extras: tuple[str, ...] = COURSE_EXTRAS, torch_override: str | None = None) -> Path:
     """Create the venv and install normlab with its dependencies, unless already up to date.
 
@@ -278,6 +294,7 @@ def ensure_env(extras: tuple[str, ...] = COURSE_EXTRAS, torch_override: str | No
     have, have_torch = read_stamp()
     switch = override != "auto" and have_torch and torch_choice(override)[0] != have_torch
     if set(extras) <= have and not switch:
+        drop_slow_imports(py)
         return py
     extras = tuple(sorted(set(extras) | have, key=TEST_EXTRAS.index))
     choice, why = torch_choice(override)
@@ -310,6 +327,7 @@ def ensure_env(extras: tuple[str, ...] = COURSE_EXTRAS, torch_override: str | No
         say("依赖安装失败，见上方 pip 的输出。再运行同一条命令会从中断处继续。"
             "(pip install failed, see above; running the same command again resumes.)")
         sys.exit(code)
+    drop_slow_imports(py)
     configure_jupyter()
     build = torch_build(py)
     got = "cpu" if build.endswith("(CPU)") else "default"   # what was installed, fallback included

@@ -470,3 +470,29 @@ def test_env_check_on_this_machine_matches_the_install():
     assert check.build.startswith("CUDA") == bool(torch.version.cuda)
     table = str(env.report())
     assert check.build in table and ("warning" in table) == bool(check.warnings)
+
+
+def test_an_install_removes_the_slow_iri_checker_and_a_current_venv_too(runpy, fake_install):
+    """jsonschema's optional rfc3987-syntax builds its parsers on import (0.9 s in each process that imports
+    jsonschema): every install step removes it, and so does a run over a venv that is already current."""
+    site = runpy.VENV / "lib" / "python3.11" / "site-packages"
+    (site / "rfc3987_syntax").mkdir(parents=True)
+    runpy.ensure_env(runpy.COURSE_EXTRAS)
+    uninstall = [c for c in fake_install if "uninstall" in c]
+    assert uninstall and uninstall[-1][-1] == "rfc3987-syntax" and fake_install[-1] == uninstall[-1]
+    fake_install.clear()
+    runpy.ensure_env(runpy.COURSE_EXTRAS)                    # current: nothing installed, the checker still goes
+    assert [c for c in fake_install if "install" in c and "uninstall" not in c] == []
+    assert [c[-1] for c in fake_install if "uninstall" in c] == ["rfc3987-syntax"]
+    (site / "rfc3987_syntax").rmdir()
+    fake_install.clear()
+    runpy.ensure_env(runpy.COURSE_EXTRAS)
+    assert fake_install == []                               # nothing to remove: no pip at all
+
+
+def test_jsonschema_imports_without_building_iri_parsers():
+    """This venv as run.py left it: importing jsonschema (as JupyterLab and nbformat do) loads no
+    rfc3987_syntax (its parsers cost 0.9 s of CPU per process)."""
+    out = subprocess.run([sys.executable, "-c", "import sys, jsonschema; print('rfc3987_syntax' in sys.modules)"],
+                         capture_output=True, text=True, encoding="utf-8", check=True)
+    assert out.stdout.strip() == "False", "rfc3987-syntax is installed: run.py's drop_slow_imports did not run"
