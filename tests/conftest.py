@@ -169,7 +169,7 @@ def build_once(what: str) -> None:
     """Run ``tools/book.py WHAT`` once per test run, whichever pytest-xdist worker asks first
     (once_per_run). It executes only the notebooks that are not current in build/executed/ (after the
     executed_notebooks fixture: none, when this run's nbval ran them all). The seconds spent (building,
-    or waiting for the other worker's build) go to the time budget's "book/slides build" (nbval_book.charge)."""
+    or waiting for another worker's build) go to the time budget's "book/slides build" (nbval_book.charge)."""
     import time
 
     t0 = time.time()

@@ -21,7 +21,7 @@ tests/ use it. Three jobs:
    the book, learner copies, the other modules that need the built book or the executed notebooks
    (they use a fixture in BUILD_FIXTURES), and last the unit tests. run.py runs xdist with --dist
    loadscope --no-loadscope-reorder: a worker takes modules in this order and runs them in the order
-   taken, so when a worker reaches a book test every solution copy is done or being run by the other
+   taken, so when a worker reaches a book test every solution copy is done or being run by another
    worker, which runs nothing it took later first: the wait cannot deadlock.
 
 3. **A time budget**: tools/time_budget.py (registered here, in the controller).
@@ -366,8 +366,8 @@ def expected_seconds(stem: str) -> float:
 def pytest_collection_modifyitems(session, config, items):
     """The order of the run, module by module (xdist's loadscope hands them out in this order):
     0. the solution copies, longest first (the sweep's record says how long each runs);
-    1. the first module that needs the built book: the worker that takes it waits for the other's last
-       notebook and builds the book and the slides, while the other goes on with
+    1. the first module that needs the built book: the worker that takes it waits for the others' last
+       notebooks and builds the book and the slides, while the others go on with
     2. the learner copies (longest first);
     3. the other modules that need the build or the executed notebooks (BUILD_FIXTURES);
     4. the other modules (unit tests), short ones last to fill the gaps.
