@@ -145,12 +145,34 @@ def test_seed_table_reads_the_record_per_seed(monkeypatch):
     assert "2.5" in text and "2.51" in text and "392" in text and "从未" in text
 
 
+def test_seed_summary_counts_every_seed_once_and_sees_a_seed_that_left_the_plateau(monkeypatch):
+    """Seeds 0-4 (two thread counts each, counted once) and two extra seeds, one of which left the
+    plateau at step 170: the counts say 6 of 7 on the plateau and 1 of 7 below 0.5 within 200 steps;
+    a failed run is not counted."""
+    def values(seed, left):
+        post_no = 170 if left else warmup.NEVER
+        return {"warmup.post_no.final200": [0.2 if left else 2.6], "warmup.post_no.steps_to_0.5": [post_no],
+                "warmup.post_wu.steps_to_0.5": [120 + seed], "warmup.pre_no.steps_to_0.5": [60],
+                "warmup.post_wu_over_post_no.steps_to_0.5": [(120 + seed) / min(post_no, 401)]}
+    runs = [{"seed": s, "threads": t, "ok": True, "values": values(s, False)} for s in range(5) for t in (1, 2)]
+    extra = [{"seed": 5, "threads": 1, "ok": True, "values": values(5, False)},
+             {"seed": 6, "threads": 1, "ok": True, "values": values(6, True)},
+             {"seed": 7, "threads": 1, "ok": False, "values": {"warmup.post_no.final200": [0.1]}}]
+    monkeypatch.setattr(warmup, "recorded", lambda name: {"runs": runs, "extra_runs": extra})
+    rows = {r[0]: r[1:] for r in warmup.seed_summary().rows}
+    assert rows["不预热的 Post-LN：第 181–200 步平均损失仍 > 1（平台上）"][0] == "6 / 7"
+    assert rows["不预热的 Post-LN：200 步内降到 0.5 以下"] == ["1 / 7", "第 170–170 步"]
+    assert rows["同一个种子：预热后比不预热早降到 0.5 以下"][0] == "7 / 7"
+    assert rows["预热后的 Post-LN：200 步内降到 0.5 以下"] == ["7 / 7", "第 120–126 步"]
+
+
 def test_record_helpers_without_a_record(monkeypatch):
     def missing(name):
         raise FileNotFoundError(name)
     monkeypatch.setattr(warmup, "recorded", missing)
     monkeypatch.setattr(record, "recorded", missing)
     assert "no sweep record" in warmup.seed_table()
+    assert "no sweep record" in warmup.seed_summary()
     assert "no sweep record" in placement.record_ranges(["a"], ["A"])
 
 

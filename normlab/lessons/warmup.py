@@ -126,6 +126,42 @@ def seed_table(notebook: str = "06_placement", keys: dict[str, str] | None = Non
                  title=f"测量记录 (sweep record)：每个种子，线程 threads {threads}（不同时给出范围）")
 
 
+SUMMARY_KEYS = {"warmup.post_no.final200", "warmup.post_no.steps_to_0.5", "warmup.post_wu.steps_to_0.5",
+                "warmup.pre_no.steps_to_0.5", "warmup.post_wu_over_post_no.steps_to_0.5"}
+
+
+def seed_summary(notebook: str = "06_placement"):
+    """What every seed the sweep ran says (seeds 0-4 and the extra seeds, notebooks/README.md), one
+    run per seed (one thread): how many seeds show each outcome of section 3, and where."""
+    try:
+        rec = recorded(notebook)
+    except FileNotFoundError:
+        return f"（还没有测量记录 no sweep record yet: python3 run.py sweep --only {notebook[:2]}）"
+    per_seed: dict[int, dict[str, float]] = {}
+    for run in rec["runs"] + rec.get("extra_runs", []):
+        values = {k: v[0] for k, v in run["values"].items() if v}
+        if run.get("ok") and run["threads"] == 1 and SUMMARY_KEYS <= set(values):
+            per_seed.setdefault(run["seed"], values)
+    if not per_seed:
+        return f"（记录里还没有这一节的数 no values yet: python3 run.py sweep --only {notebook[:2]}）"
+    n = len(per_seed)
+    v = lambda key: [s[key] for s in per_seed.values()]                       # noqa: E731
+    stuck = [x > 1.0 for x in v("warmup.post_no.final200")]
+    left = sorted(s for s in v("warmup.post_no.steps_to_0.5") if s <= 200)
+    ratio = v("warmup.post_wu_over_post_no.steps_to_0.5")
+    span = lambda xs: f"{min(xs):.0f}–{max(xs):.0f}" if xs else "—"           # noqa: E731
+    rows = [["不预热的 Post-LN：第 181–200 步平均损失仍 > 1（平台上）", f"{sum(stuck)} / {n}", ""],
+            ["不预热的 Post-LN：200 步内降到 0.5 以下", f"{len(left)} / {n}", f"第 {span(left)} 步" if left else ""],
+            ["预热后的 Post-LN：200 步内降到 0.5 以下", f"{sum(s <= 200 for s in v('warmup.post_wu.steps_to_0.5'))} / {n}",
+             f"第 {span(v('warmup.post_wu.steps_to_0.5'))} 步"],
+            ["同一个种子：预热后比不预热早降到 0.5 以下", f"{sum(r < 1 for r in ratio)} / {n}",
+             f"用时之比 {min(ratio):.2f}–{max(ratio):.2f}" if ratio else ""],
+            ["不预热的 Pre-LN：200 步内降到 0.5 以下", f"{sum(s <= 200 for s in v('warmup.pre_no.steps_to_0.5'))} / {n}",
+             f"第 {span(v('warmup.pre_no.steps_to_0.5'))} 步"]]
+    return Table(rows, ["结果 outcome", "种子数 seeds", "范围 range"],
+                 title=f"sweep 记录里的全部 {n} 个种子（{min(per_seed)}–{max(per_seed)}，一个线程）")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--full", action="store_true", help="the larger version (400 steps instead of 200); both run 3 seeds")
