@@ -147,8 +147,8 @@ def test_seed_table_reads_the_record_per_seed(monkeypatch):
 
 def test_seed_summary_counts_every_seed_once_and_sees_a_seed_that_left_the_plateau(monkeypatch):
     """Seeds 0-4 (two thread counts each, counted once) and two extra seeds, one of which left the
-    plateau at step 170: the counts say 6 of 7 on the plateau and 1 of 7 below 0.5 within 200 steps;
-    a failed run is not counted."""
+    plateau at step 170: the counts say 6 of 7 on the plateau and 1 of 7 below 0.5 within 200 steps
+    (the two rows add up to the seeds); a failed run is not counted."""
     def values(seed, left):
         post_no = 170 if left else warmup.NEVER
         return {"warmup.post_no.final200": [0.2 if left else 2.6], "warmup.post_no.steps_to_0.5": [post_no],
@@ -160,7 +160,7 @@ def test_seed_summary_counts_every_seed_once_and_sees_a_seed_that_left_the_plate
              {"seed": 7, "threads": 1, "ok": False, "values": {"warmup.post_no.final200": [0.1]}}]
     monkeypatch.setattr(warmup, "recorded", lambda name: {"runs": runs, "extra_runs": extra})
     rows = {r[0]: r[1:] for r in warmup.seed_summary().rows}
-    assert rows["不预热的 Post-LN：第 181–200 步平均损失仍 > 1（平台上）"][0] == "6 / 7"
+    assert rows["不预热的 Post-LN：200 步内一直没降到 0.5 以下（平台上）"][0] == "6 / 7"
     assert rows["不预热的 Post-LN：200 步内降到 0.5 以下"] == ["1 / 7", "第 170–170 步"]
     assert rows["同一个种子：预热后比不预热早降到 0.5 以下"][0] == "7 / 7"
     assert rows["预热后的 Post-LN：200 步内降到 0.5 以下"] == ["7 / 7", "第 120–126 步"]
