@@ -169,3 +169,31 @@ def test_each_item_has_its_group():
 def test_the_expected_times_come_from_the_sweeps_records():
     assert nbval_book.expected_seconds("01_residuals") > nbval_book.expected_seconds("00_course_map") > 0
     assert nbval_book.expected_seconds("no_such_notebook") == 0.0
+
+
+def test_nbvals_message_log_is_made_only_when_logged(caplog):
+    """conftest.lazy_nbval_message_log: nbval's per-message debug line no longer pretty-prints every
+    kernel message up front; with debug logging on, the line says what pprint.pformat says."""
+    import logging
+    import pprint
+
+    from nbval import kernel
+
+    import conftest
+
+    assert kernel.pformat is conftest._Pretty                 # this run's workers have it
+    msg = {"header": {"msg_type": "stream"}, "content": {"name": "stdout", "text": "归一化\n" * 30}}
+    made = []
+
+    class Counting(conftest._Pretty):
+        def __str__(self):
+            made.append(1)
+            return super().__str__()
+
+    logger = logging.getLogger(kernel.__name__)
+    with caplog.at_level(logging.INFO, logger=kernel.__name__):
+        logger.debug("Kernel message (%s):\n%s", "iopub", Counting(msg))
+    assert not made                                               # off: nothing formatted
+    with caplog.at_level(logging.DEBUG, logger=kernel.__name__):
+        logger.debug("Kernel message (%s):\n%s", "iopub", Counting(msg))
+    assert made and caplog.records[-1].getMessage() == f"Kernel message (iopub):\n{pprint.pformat(msg)}"
