@@ -466,6 +466,10 @@ def cmd_test(args: list[str]) -> int:
     # many times slower than one thread each.
     env = dict(os.environ, MPLBACKEND="Agg", PYTHONHASHSEED="0", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
                NORMLAB_DRILLS_FILE="off")   # test runs never write a learner's drill progress
+    # Bytecode caches (__pycache__/, ignored by git) even where PYTHONDONTWRITEBYTECODE is set: without
+    # them each of the ~100 processes a run starts (kernels, command lines, servers) compiles normlab's
+    # modules again, and every nested pytest rewrites its test modules' asserts again (issue 27).
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     code = run([py, "-m", "pytest", *targets, "--nbval-lax", "--nbval-current-env",
                 "--nbval-cell-timeout", "300", "-n", str(TEST_WORKERS), "--dist", "loadscope", "--no-loadscope-reorder",
                 "-p", "no:cacheprovider", *args], env=env)

@@ -496,3 +496,20 @@ def test_jsonschema_imports_without_building_iri_parsers():
     out = subprocess.run([sys.executable, "-c", "import sys, jsonschema; print('rfc3987_syntax' in sys.modules)"],
                          capture_output=True, text=True, encoding="utf-8", check=True)
     assert out.stdout.strip() == "False", "rfc3987-syntax is installed: run.py's drop_slow_imports did not run"
+
+
+def test_the_test_command_writes_bytecode_caches_even_where_they_are_switched_off(runpy, monkeypatch):
+    """cmd_test hands pytest an environment without PYTHONDONTWRITEBYTECODE (issue 27: with it, each
+    kernel and command line of the run compiled normlab again); the run's other settings stay."""
+    calls = []
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.setattr(runpy, "ensure_env", lambda extras: Path(sys.executable))
+    monkeypatch.setattr(runpy, "ensure_browser", lambda: None)
+    monkeypatch.setattr(runpy, "export_notebooks", lambda *a, **k: None)
+    monkeypatch.setattr(runpy, "run", lambda cmd, **kw: calls.append((cmd, kw)) or 0)
+    monkeypatch.setattr(runpy, "torch_build", lambda py: "test")
+    assert runpy.cmd_test([]) == 0
+    (cmd, kw), = calls
+    assert "pytest" in cmd and "PYTHONDONTWRITEBYTECODE" not in kw["env"]
+    assert kw["env"]["OMP_NUM_THREADS"] == "1" and kw["env"]["NORMLAB_DRILLS_FILE"] == "off"
+    assert os.environ["PYTHONDONTWRITEBYTECODE"] == "1"        # the caller's own environment is left as it was
