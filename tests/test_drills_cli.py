@@ -363,7 +363,8 @@ def test_a_bad_progress_file_costs_a_warning_never_the_report(progress_file, tmp
     assert report.passed
 
 
-def test_reset_forgets_one_card_and_never_touches_answers(progress_file, tmp_path, capsys):
+def test_reset_forgets_one_card_and_never_touches_answers(progress_file, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)   # as on a learner's machine: a check writes no __pycache__ there
     answers = tmp_path / "answers"                         # a learner's answer files and notebook copy
     answers.mkdir()
     (answers / "my_ln.py").write_text(GOOD_LN, encoding="utf-8")

@@ -67,12 +67,16 @@ def usage() -> str:
 
 
 def import_file(path: Path):
+    """The learner's file as a module, without writing a __pycache__/ into their folder."""
     spec = importlib.util.spec_from_file_location("drill_submission", path)
     module = importlib.util.module_from_spec(spec)
+    write, sys.dont_write_bytecode = sys.dont_write_bytecode, True
     try:
         spec.loader.exec_module(module)
     except Exception as err:  # noqa: BLE001 - a learner's file with a syntax error or a bad import
         raise UsageError(f"无法导入 {path}（your file failed to import）：{type(err).__name__}: {err}") from None
+    finally:
+        sys.dont_write_bytecode = write
     return module
 
 
