@@ -203,7 +203,7 @@ def test_the_size_check_fails_on_the_old_css(browser, tmp_path):
     from conftest import serve
     from normlab.widgets.explorer import AxesExplorer
 
-    explorer = AxesExplorer()
+    explorer = AxesExplorer(layout="image", norm="batchnorm", norms=("batchnorm",))   # its labels; a grid 1/5 the size
     widget = nbformat.v4.new_output("display_data", data={"text/html": explorer.static_html(png=explorer.png()), "text/plain": "w"})
     table = nbformat.v4.new_output("display_data", data={"text/html": "<table><thead><tr><th>名字</th><th>值</th></tr></thead>"
                                    "<tbody><tr><td>第 1 行</td><td>0.5</td></tr></tbody></table>", "text/plain": "表"})
