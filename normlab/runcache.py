@@ -23,6 +23,10 @@ loop may draw from them, e.g. a noisy BatchNorm). A call whose effects reach fur
 recorded: one with ``after_backward`` (a callback of the lesson's), a model with hooks, or a
 training that changed a module attribute other than tensors and the mode. tests/test_runcache.py
 replays runs of every kind the lessons make and compares all of this bit for bit.
+
+``result`` does the same for a measurement without a model of the lesson's: one that builds what it
+measures from its inputs (06's ffn_grads: models from seeds) or in processes of its own (02's
+SyncBatchNorm demo), and leaves behind only its result and the global random states.
 """
 
 from __future__ import annotations
@@ -195,13 +199,14 @@ def _has_hooks(model) -> bool:
 
 
 def key(model, inputs) -> str | None:
-    """The call's key, or None when it cannot be keyed (the cell that is running is unknown)."""
+    """The call's key, or None when it cannot be keyed (the cell that is running is unknown). A call
+    without a model (``result``) is keyed by the rest alone."""
     if _current[0] is None:
         return None
     import torch
 
     h = hashlib.sha256(f"{_current[0]}#{_current[1]}#{torch.get_num_threads()}".encode())
-    for part in (_attributes(model), _state(model), _random_states()):
+    for part in ((_attributes(model), _state(model)) if model is not None else ()) + (_random_states(),):
         h.update(part.encode())
     _value(h, inputs)
     return h.hexdigest()
@@ -210,19 +215,39 @@ def key(model, inputs) -> str | None:
 # --- record and replay ------------------------------------------------------------------------------------
 
 def _effects(model, history, seconds: float) -> dict:
-    import numpy as np
-    import torch
 
     return {"history": history, "seconds": seconds,
             "state": {k: v.detach().clone() for k, v in _tensors(model).items()},
             "grads": {k: (None if p.grad is None else p.grad.detach().clone()) for k, p in model.named_parameters()},
             "training": {k: m.training for k, m in model.named_modules()},
             "generators": {k: g.get_state() for k, g in _generators(model).items()},
-            "random": (torch.get_rng_state(), np.random.get_state(), random.getstate())}
+            "random": _random_now()}
+
+
+def _random_now() -> tuple:
+    import numpy as np
+    import torch
+
+    return torch.get_rng_state(), np.random.get_state(), random.getstate()
+
+
+def _set_random(states: tuple) -> None:
+    import numpy as np
+    import torch
+
+    torch_state, np_state, py_state = states
+    torch.set_rng_state(torch_state)
+    np.random.set_state(np_state)
+    random.setstate(py_state)
+
+
+def _replayed(folder: Path, seconds: float, desc: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / LOG, "a", encoding="utf-8") as log:
+        log.write(f"{seconds:.3f}\t{desc}\n")
 
 
 def _put_back(model, saved: dict):
-    import numpy as np
     import torch
 
     tensors = _tensors(model)
@@ -238,10 +263,7 @@ def _put_back(model, saved: dict):
         m.training = saved["training"][k]
     for k, g in _generators(model).items():
         g.set_state(saved["generators"][k])
-    torch_state, np_state, py_state = saved["random"]
-    torch.set_rng_state(torch_state)
-    np.random.set_state(np_state)
-    random.setstate(py_state)
+    _set_random(saved["random"])
     return saved["history"]
 
 
@@ -262,9 +284,7 @@ def run(fn: Callable[[], object], model, inputs, *, unsafe: bool = False, desc: 
     if kind == "replay" and path.exists():
         saved = torch.load(path, weights_only=False)
         history = _put_back(model, saved)
-        folder.mkdir(parents=True, exist_ok=True)
-        with open(folder / LOG, "a", encoding="utf-8") as log:
-            log.write(f"{saved['seconds']:.3f}\t{desc}\n")
+        _replayed(folder, saved["seconds"], desc)
         return history
     if kind != "record":
         return fn()
@@ -282,3 +302,37 @@ def run(fn: Callable[[], object], model, inputs, *, unsafe: bool = False, desc: 
     os.replace(tmp, path)
     return history
 
+
+def result(fn: Callable[[], object], inputs, *, desc: str = ""):
+    """``fn()`` for a measurement that builds what it measures from ``inputs`` alone (its own models,
+    from seeds; its own processes) and leaves nothing behind but its result and the global random
+    states: recorded or replayed as NORMLAB_RUN_CACHE says, with the key of ``run`` less the model (the
+    program so far, the call's number in its cell, the inputs, the global random states). A replay
+    returns the recorded result and puts the random states back as the call left them.
+    (placement.ffn_grads, sync_bn.sync_batchnorm_demo.)"""
+    how = mode()
+    if how is None:
+        return fn()
+    kind, folder = how
+    k = key(None, inputs)
+    _current[1] += 1
+    if k is None:
+        return fn()
+    import torch
+
+    path = folder / f"{k}.pt"
+    if kind == "replay" and path.exists():
+        saved = torch.load(path, weights_only=False)
+        _set_random(saved["random"])
+        _replayed(folder, saved["seconds"], desc)
+        return saved["result"]
+    if kind != "record":
+        return fn()
+    t0 = time.perf_counter()
+    out = fn()
+    seconds = time.perf_counter() - t0
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f"{k}.tmp{os.getpid()}"
+    torch.save({"result": out, "seconds": seconds, "random": _random_now()}, tmp)
+    os.replace(tmp, path)
+    return out

@@ -266,3 +266,61 @@ def test_a_module_that_holds_its_parent_is_keyed_without_recursing(kernel):
     assert runcache.key(model, ()) is not None
     assert len(train(model, (DIGITS[0], DIGITS[1]), 3, progress=False).losses) == 3
     assert not list(kernel.folder.glob("*.pt"))
+
+
+def test_a_measurement_without_a_model_is_replayed_exactly(kernel, monkeypatch):
+    """runcache.result (06's ffn_grads: models built from seeds inside the call): the replay returns the
+    measurement's own result bit for bit and leaves the global random streams where the measurement
+    left them; the same call with another input, or after a cell that differs, is measured again."""
+    from normlab.lessons import placement
+
+    task = data.make_task("reverse", vocab=8, seq_len=6)
+
+    def run(width=16, first="import normlab\nnormlab.setup()"):
+        runcache.cell(first)
+        env.seed_all(0)
+        runcache.cell("g = placement.ffn_grads(task, 'post', 3, width=16, seeds=(0, 1))")
+        torch.rand(3)                                        # the program draws before the call too
+        out = placement.ffn_grads(task, "post", 3, width=width, seeds=(0, 1))
+        return out, (torch.rand(4), np.random.rand(2), random.random())
+
+    kernel("record")
+    measured, draws = run()
+    kernel("replay")
+    monkeypatch.setattr(placement, "_ffn_grads", no_loop)
+    replayed, draws_again = run()
+    assert [line.split("\t")[1] for line in replays(kernel.folder)] == ["placement.ffn_grads"]
+    assert measured == replayed and measured[0] and measured[1]
+    assert torch.equal(draws[0], draws_again[0]) and np.array_equal(draws[1], draws_again[1]) and draws[2] == draws_again[2]
+    for other in (dict(width=24), dict(first="import normlab\nnormlab.setup()\nx = 1")):
+        kernel("replay")
+        with pytest.raises(AssertionError, match="nothing was replayed"):
+            run(**other)
+
+
+def test_the_sync_batchnorm_demo_is_replayed_not_spawned_again(kernel, monkeypatch):
+    """02's two-process demo goes through runcache.result: recorded once (here a stand-in for the two
+    processes), the learner copy gets its result back without starting them, for the same x only."""
+    from normlab.lessons import sync_bn
+
+    spawned = []
+
+    def fake_spawn(x, world):
+        spawned.append(world)
+        return [{"local_mean": x[i::world].mean(0)} for i in range(world)]
+
+    def run(x):
+        runcache.cell("import normlab\nnormlab.setup()")
+        runcache.cell("ranks = sync_batchnorm_demo(x, world=2)")
+        return sync_bn.sync_batchnorm_demo(x, world=2)
+
+    x = torch.randn(8, 3)
+    monkeypatch.setattr(sync_bn, "_spawn", fake_spawn)
+    kernel("record")
+    measured = run(x)
+    kernel("replay")
+    replayed = run(x)
+    assert spawned == [2] and torch.equal(measured[0]["local_mean"], replayed[0]["local_mean"])
+    kernel("replay")
+    run(x + 1)
+    assert spawned == [2, 2]                                  # another x: the processes run again

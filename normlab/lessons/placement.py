@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .. import probes
+from .. import probes, runcache
 from ..data import Task
 from ..models import SequenceModel
 from ..record import ranges
@@ -41,7 +41,14 @@ def sequence_loss(model: SequenceModel, x: Tensor, y: Tensor) -> Tensor:
 
 def ffn_grads(task: Task, wiring: str, depth: int, width: int = 64, seeds: Sequence[int] = (0, 1, 2, 3),
               sublayer: str = "transformer", batch: int = 32) -> tuple[list[float], list[float]]:
-    """(mean over seeds of ||dL/dW_fc2|| per layer, mean stream norm at each layer's input) at init."""
+    """(mean over seeds of ||dL/dW_fc2|| per layer, mean stream norm at each layer's input) at init.
+    (Under the test run, a learner copy replays it: normlab/runcache.py.)"""
+    return runcache.result(lambda: _ffn_grads(task, wiring, depth, width, seeds, sublayer, batch),
+                           (task, wiring, depth, width, tuple(seeds), sublayer, batch), desc="placement.ffn_grads")
+
+
+def _ffn_grads(task: Task, wiring: str, depth: int, width: int, seeds: Sequence[int], sublayer: str,
+               batch: int) -> tuple[list[float], list[float]]:
     grads = torch.zeros(depth)
     stream = torch.zeros(depth)
     with one_thread():
