@@ -20,6 +20,26 @@ def test_digits_is_sklearns_load_digits_scaled_and_split():
     assert ours == theirs
 
 
+def test_digits_are_load_digits_row_for_row_and_need_no_sklearn_import():
+    """digits() reads scikit-learn's file itself: the tensors are bit for bit what load_digits gives,
+    shuffled and split as before, and a process that calls it never imports scikit-learn."""
+    import subprocess
+    import sys
+
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    x = torch.tensor(d.data, dtype=torch.float32) / 16.0
+    y = torch.tensor(d.target, dtype=torch.long)
+    perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(3))
+    for ours, theirs in zip(digits(n_train=1000, seed=3), (x[perm][:1000], y[perm][:1000], x[perm][1000:], y[perm][1000:])):
+        assert ours.dtype == theirs.dtype and torch.equal(ours, theirs)
+    out = subprocess.run([sys.executable, "-c", "import sys; from normlab.data import digits; digits(); "
+                          "print(sorted(m for m in sys.modules if m.split('.')[0] in ('sklearn', 'scipy')))"],
+                         capture_output=True, text=True, encoding="utf-8", check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
 def test_digits_split_follows_the_seed():
     a, b, c = digits(seed=0), digits(seed=0), digits(seed=1)
     assert torch.equal(a[0], b[0]) and not torch.equal(a[0], c[0])
