@@ -267,12 +267,11 @@ def _put_back(model, saved: dict):
     return saved["history"]
 
 
-def run(fn: Callable[[], object], model, inputs, *, unsafe: bool = False, desc: str = ""):
-    """``fn()`` (a training of ``model``), recorded or replayed as NORMLAB_RUN_CACHE says; simply
-    ``fn()`` when it is unset, when ``unsafe`` (effects beyond the model), or the model has hooks."""
-    how = mode()
-    if how is None or unsafe or _has_hooks(model):
-        return fn()
+def _cached(how: tuple[str, Path], fn: Callable[[], object], model, inputs, desc: str,
+            put_back: Callable[[dict], object], effects: Callable[[object, float], dict | None]):
+    """What ``run`` and ``result`` share: key the call; replaying, put back a recorded call's effects
+    (``put_back(saved)``); recording, call ``fn`` and save ``effects(its value, seconds)`` (None: not
+    worth saving, or not safe to)."""
     kind, folder = how
     k = key(model, inputs)
     _current[1] += 1
@@ -283,24 +282,39 @@ def run(fn: Callable[[], object], model, inputs, *, unsafe: bool = False, desc: 
     path = folder / f"{k}.pt"
     if kind == "replay" and path.exists():
         saved = torch.load(path, weights_only=False)
-        history = _put_back(model, saved)
+        out = put_back(saved)
         _replayed(folder, saved["seconds"], desc)
-        return history
+        return out
     if kind != "record":
         return fn()
-    before, t0 = _attributes(model, during=True), time.perf_counter()
-    history = fn()
-    seconds = time.perf_counter() - t0
-    if _attributes(model, during=True) != before:     # the training changed something we cannot put back
-        return history
-    size = sum(t.numel() * t.element_size() for t in _tensors(model).values()) * 2      # tensors and grads
-    if seconds < size / WORTH:                # a quick call on a big model: loading it back would cost more
-        return history
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f"{k}.tmp{os.getpid()}"
-    torch.save(_effects(model, history, seconds), tmp)
-    os.replace(tmp, path)
-    return history
+    t0 = time.perf_counter()
+    out = fn()
+    saved = effects(out, time.perf_counter() - t0)
+    if saved is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f"{k}.tmp{os.getpid()}"
+        torch.save(saved, tmp)
+        os.replace(tmp, path)
+    return out
+
+
+def run(fn: Callable[[], object], model, inputs, *, unsafe: bool = False, desc: str = ""):
+    """``fn()`` (a training of ``model``), recorded or replayed as NORMLAB_RUN_CACHE says; simply
+    ``fn()`` when it is unset, when ``unsafe`` (effects beyond the model), or the model has hooks."""
+    how = mode()
+    if how is None or unsafe or _has_hooks(model):
+        return fn()
+    before = _attributes(model, during=True) if how[0] == "record" else None
+
+    def effects(history, seconds: float) -> dict | None:
+        if _attributes(model, during=True) != before:     # the training changed something we cannot put back
+            return None
+        size = sum(t.numel() * t.element_size() for t in _tensors(model).values()) * 2      # tensors and grads
+        if seconds < size / WORTH:                # a quick call on a big model: loading it back would cost more
+            return None
+        return _effects(model, history, seconds)
+
+    return _cached(how, fn, model, inputs, desc, lambda saved: _put_back(model, saved), effects)
 
 
 def result(fn: Callable[[], object], inputs, *, desc: str = ""):
@@ -313,26 +327,10 @@ def result(fn: Callable[[], object], inputs, *, desc: str = ""):
     how = mode()
     if how is None:
         return fn()
-    kind, folder = how
-    k = key(None, inputs)
-    _current[1] += 1
-    if k is None:
-        return fn()
-    import torch
 
-    path = folder / f"{k}.pt"
-    if kind == "replay" and path.exists():
-        saved = torch.load(path, weights_only=False)
+    def put_back(saved: dict):
         _set_random(saved["random"])
-        _replayed(folder, saved["seconds"], desc)
         return saved["result"]
-    if kind != "record":
-        return fn()
-    t0 = time.perf_counter()
-    out = fn()
-    seconds = time.perf_counter() - t0
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f"{k}.tmp{os.getpid()}"
-    torch.save({"result": out, "seconds": seconds, "random": _random_now()}, tmp)
-    os.replace(tmp, path)
-    return out
+
+    return _cached(how, fn, None, inputs, desc, put_back,
+                   lambda out, seconds: {"result": out, "seconds": seconds, "random": _random_now()})
