@@ -270,7 +270,7 @@ def open_notebook(page, lab, name: str) -> None:
 
 def open_from_file_browser(page, lab, name: str) -> None:
     """Open ``name`` with a double click in JupyterLab's file browser, in the app already loaded (a
-    second page load of JupyterLab costs ~6 s of CPU: issue 27), until it is the current tab and its
+    second page load of JupyterLab cost ~3.5 s of CPU here: issue 27), until it is the current tab and its
     kernel is idle (the server's session says so; the status bar follows the current tab)."""
     import requests
 

@@ -75,3 +75,14 @@ def test_bad_task_arguments(kwargs):
     with pytest.raises(ValueError, match="task|vocab") as err:
         make_task(**kwargs)
     assert any("\u4e00" <= ch <= "\u9fff" for ch in str(err.value))
+
+
+def test_digits_fall_back_to_load_digits_where_the_file_is_elsewhere(monkeypatch):
+    """Another layout of scikit-learn (no data/digits.csv.gz where digits() looks): load_digits itself,
+    the same tensors."""
+    import importlib.util
+
+    expected = digits(seed=2)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    for ours, theirs in zip(digits(seed=2), expected):
+        assert torch.equal(ours, theirs)
