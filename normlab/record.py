@@ -32,10 +32,12 @@ beside a ``<!--rec KEY FORM-->`` marker holds for every recorded run.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
 import operator
 import os
+import tokenize
 from collections.abc import Iterable, Sequence
 from importlib import resources
 from typing import Any
@@ -177,11 +179,22 @@ def counterfactual_problem(op: str, threshold: Any, without: Iterable[float]) ->
     return None if problem is None else f"counterfactual: {problem}"
 
 
+def code_only(src: str) -> str:
+    """A cell's code without its comments, blank lines and trailing spaces: what runs. A comment is not
+    code, so editing one (e.g. taking an answer out of the comment under a prompt) leaves the record fresh."""
+    try:
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO(src).readline) if t.type != tokenize.COMMENT]
+        src = tokenize.untokenize(tokens)
+    except (tokenize.TokenError, SyntaxError):   # not plain Python (a magic): compare it as written
+        pass
+    return "\n".join(line.rstrip() for line in src.splitlines() if line.strip())
+
+
 def code_fingerprint(code_cells: Sequence[str]) -> str:
-    """sha256 of a notebook's code cells (prose edits do not make a record stale; code edits do)."""
+    """sha256 of a notebook's code cells (prose and comment edits do not make a record stale; code edits do)."""
     h = hashlib.sha256()
     for src in code_cells:
-        h.update(src.strip().encode())
+        h.update(code_only(src).encode())
         h.update(b"\x00")
     return h.hexdigest()
 

@@ -322,3 +322,13 @@ def test_extra_seeds_count_for_thresholds_and_counterfactuals():
     assert causal_problems(rec)                                                     # passes without its cause
     rec["extra_runs"] = [{"seed": 23, "threads": 1, "ok": True, "values": {"k": [1.5]}}]
     assert causal_problems(rec)                                                     # no counterfactual recorded
+
+
+def test_fingerprint_ignores_comments_but_not_code():
+    """A comment edit (an answer taken out of the comment under a prompt) keeps a record fresh; a code edit
+    does not, even one that only changes a string holding a '#' or a number."""
+    base = ['x = run(3)  # plain: vanishes\nexpect("a", x, "<", 1e-4)\n']
+    assert record.code_fingerprint(base) == record.code_fingerprint(['x = run(3)\n\n# note\nexpect("a", x, "<", 1e-4)'])
+    assert record.code_fingerprint(base) != record.code_fingerprint(['x = run(4)\nexpect("a", x, "<", 1e-4)'])
+    assert record.code_fingerprint(base) != record.code_fingerprint(['x = run(3)\nexpect("a", x, "<", 1e-3)'])
+    assert record.code_fingerprint(['s = "# a"']) != record.code_fingerprint(['s = "# b"'])
