@@ -43,12 +43,16 @@ from importlib import resources
 from typing import Any
 
 RECORD_VARIABLE = "NORMLAB_RECORD"
+# Set by the sweep only: a failed check is recorded (``"held": false``) and printed, and the notebook goes on, so
+# every value a run records is a measurement that no threshold decided (a changed threshold keeps it valid).
+RECORD_ONLY_VARIABLE = "NORMLAB_RECORD_ONLY"
 OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le, "==": operator.eq}
 # The margin rule: a threshold must lie beyond every value the sweep observed, by at least
 # SPREAD_SHARE of the observed spread and RELATIVE_GAP of the nearest observed value's size.
 SPREAD_SHARE, RELATIVE_GAP = 0.25, 0.03
 
-__all__ = ["expect", "measure", "recorded", "margin_problem", "counterfactual_problem", "code_fingerprint", "ranges"]
+__all__ = ["expect", "measure", "recorded", "margin_problem", "counterfactual_problem", "code_fingerprint",
+           "cell_fingerprints", "ranges"]
 # The recorded key of a causal check's counterfactual: "<key>.without".
 WITHOUT = ".without"
 
@@ -101,20 +105,26 @@ def expect(key: str, value: Any, op: str, threshold: Any, *, because: str | None
     v = _as_number(key, value)
     limit = list(threshold) if op == "between" else _as_number(key, threshold)
     entry = {"key": key, "value": v, "op": op, "threshold": limit}
+    failure = None
+    if not _holds(v, op, limit):
+        failure = (f"断言不成立 (claim failed): {key} = {v:.6g}，应满足 {op} {limit}。"
+                   f"(expected {key} {op} {limit}, got {v:.6g})")
     if because is not None:
         entry["because"] = str(because)
         w = _as_number(key + WITHOUT, without)
-        _write(entry)
+        if failure is None and _holds(w, op, limit):
+            failure = (f"这个检查去掉原因（{because}）后仍然成立：{key} 的反事实 = {w:.6g} 也满足 {op} {limit}，"
+                       "所以它不能证明这个原因。(the check also passes without its cause: it is no evidence "
+                       f"for it; without {because}: {w:.6g} {op} {limit})")
+        _write({**entry, "held": failure is None})
         _write({"key": key + WITHOUT, "value": w, "op": None, "threshold": None, "counterfactual_of": key})
     else:
-        _write(entry)
-    if not _holds(v, op, limit):
-        raise AssertionError(f"断言不成立 (claim failed): {key} = {v:.6g}，应满足 {op} {limit}。"
-                             f"(expected {key} {op} {limit}, got {v:.6g})")
-    if because is not None and _holds(w, op, limit):
-        raise AssertionError(f"这个检查去掉原因（{because}）后仍然成立：{key} 的反事实 = {w:.6g} 也满足 {op} {limit}，"
-                             "所以它不能证明这个原因。(the check also passes without its cause: it is no evidence "
-                             f"for it; without {because}: {w:.6g} {op} {limit})")
+        _write({**entry, "held": failure is None})
+    if failure is not None:
+        if os.environ.get(RECORD_ONLY_VARIABLE) and os.environ.get(RECORD_VARIABLE):
+            print(failure)                      # the sweep: recorded as held=false; the run goes on
+            return
+        raise AssertionError(failure)
 
 
 def measure(key: str, value: Any) -> None:
@@ -197,6 +207,33 @@ def code_fingerprint(code_cells: Sequence[str]) -> str:
         h.update(code_only(src).encode())
         h.update(b"\x00")
     return h.hexdigest()
+
+
+def _without_thresholds(src: str) -> str:
+    """A cell's code with every ``expect(key, value, OP, THRESHOLD)``'s op and threshold blanked: what decides the
+    values the cell records (in the sweep no check stops a cell, RECORD_ONLY_VARIABLE), not which ones pass."""
+    import ast
+
+    lines = ["" if line.lstrip().startswith(("%", "!")) else line for line in src.splitlines()]
+    try:
+        tree = ast.parse("\n".join(lines))
+    except SyntaxError:
+        return code_only(src)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+            if name == "expect":
+                node.args[2:4] = [ast.Constant(None) for _ in node.args[2:4]]
+    return ast.unparse(tree)
+
+
+def cell_fingerprints(code_cells: Sequence[str]) -> list[str]:
+    """One short sha256 per code cell of what decides its recorded values: its code without comments and without
+    the checks' thresholds. The sweep keeps a key recorded by cell i of an earlier version of the notebook while
+    cells 0..i are unchanged by this measure (``tools/sweep.py``: a later cell's edit, or a moved threshold,
+    leaves the values of the cells before it valid for the same seed and thread count)."""
+    return [hashlib.sha256(_without_thresholds(src).encode()).hexdigest()[:16] for src in code_cells]
 
 
 def recorded(notebook: str) -> dict:
