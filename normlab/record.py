@@ -52,7 +52,7 @@ OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
 SPREAD_SHARE, RELATIVE_GAP = 0.25, 0.03
 
 __all__ = ["expect", "measure", "recorded", "margin_problem", "counterfactual_problem", "code_fingerprint",
-           "cell_fingerprints", "ranges"]
+           "cell_fingerprints", "ranges", "seed_values", "seed_count"]
 # The recorded key of a causal check's counterfactual: "<key>.without".
 WITHOUT = ".without"
 
@@ -283,3 +283,29 @@ def ranges(notebook: str, keys: Sequence[str], labels: Sequence[str] | None = No
         for row, key in zip(rows, keys):
             row.append(len([v for run in rec["runs"] for v in run["values"].get(key, [])]))
     return Table(rows, head, floatfmt=".3g", title=title)
+
+
+def seed_values(rec: dict, key: str) -> dict[int, float]:
+    """One value of ``key`` per seed: the one-thread run of each seed the record holds (seeds 0-4 and the
+    extra seeds), for claims about how many seeds show something."""
+    out: dict[int, float] = {}
+    for run in rec["runs"] + rec.get("extra_runs", []):
+        if run["threads"] == 1 and run["values"].get(key):
+            out.setdefault(run["seed"], run["values"][key][0])
+    return out
+
+
+FRACTION = __import__("re").compile(r"^(\d+)/(\d+)(<=|>=|<|>)(\S+)$")
+
+
+def seed_count(rec: dict, form: str, key: str) -> str | None:
+    """None when the prose's ``K/N<T`` (or >, <=, >=) is what the record shows: of the N seeds that recorded
+    ``key`` (one-thread runs), exactly K have a value OP T; else what the record shows instead."""
+    m = FRACTION.match(form)
+    if not m:
+        return f"not a seed-count form {form!r} (K/N<T)"
+    k, n, op, t = int(m.group(1)), int(m.group(2)), m.group(3), float(m.group(4))
+    vals = list(seed_values(rec, key).values())
+    hits = sum(OPS[op](v, t) for v in vals)
+    return None if (hits, len(vals)) == (k, n) else f"the record shows {hits}/{len(vals)}{op}{m.group(4)}, not {form}"
+
