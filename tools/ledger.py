@@ -70,7 +70,7 @@ def _bullets(block: str) -> list[str]:
             out[-1] += " " + line.strip()
         elif not line.strip() or line.startswith(("+++", "**")):
             continue
-    return [plain(b) for b in out]
+    return [" ".join(b.split()) for b in out]
 
 
 def lesson_claims(stem: str) -> list[tuple[str, str]]:
@@ -80,7 +80,7 @@ def lesson_claims(stem: str) -> list[tuple[str, str]]:
     out = [("小结", b) for b in _bullets(_section(text, "## 小结"))]
     m = re.search(r"^\*\*本课小结\*\*：(.*)$", text, re.M)
     if m:
-        out += [("小结", plain(c)) for c in m.group(1).split("；") if plain(c)]
+        out += [("小结", c.strip()) for c in m.group(1).split("；") if plain(c)]
     out += [("面试要点", b) for b in _bullets(_section(text, "## 面试要点"))]
     return out
 
@@ -102,7 +102,7 @@ def companion_claims(stem: str) -> list[tuple[str, str, str]]:
                 continue
             quote = item.get("id") or item["says"]
             text = " ".join(str(item.get(k, "")) for k in ("says", "right", "verdict"))
-            out.append((path.name, quote, plain(text)))
+            out.append((path.name, quote, " ".join(text.split())))
     return out
 
 
@@ -121,7 +121,7 @@ def covers(entry: dict, where: str, quote: str, text: str) -> bool:
         return False
     if quote and where.startswith("errata_"):
         return entry.get("quote") == quote
-    return bool(entry.get("quote")) and entry["quote"] in text
+    return bool(entry.get("quote")) and entry["quote"] in plain(text)
 
 
 # --- records -------------------------------------------------------------------------------------
@@ -205,10 +205,14 @@ def draft(stem: str, where: str, quote: str, text: str) -> str:
             rng = recorded_range(stem, ref)
             if rng:
                 evidence.append({"record": ref, "range": rng})
+    for m in MARKER.finditer(text):                      # a marker's form (">0.5", "<0.05") is what the text claims
+        if not m.group(2)[0].isdigit() and any(e.get("record") == m.group(1) for e in evidence):
+            next(e for e in evidence if e.get("record") == m.group(1))["holds"] = m.group(2)
     for m in CITATION.finditer(text):
         evidence.append({"paper": m.group(1).strip(" ,"), "at": (m.group(2) or "").strip()})
     for s in dict.fromkeys(SECTION.findall(text)):
         evidence.append({"section": s})
+    text = plain(text)
     short = quote if where.startswith("errata_") else text[: min(len(text), 24)].rstrip()
     lines = ["[[claim]]", f"where = {_toml(where)}", f"quote = {_toml(short)}",
              f"claim = {_toml(text if len(text) < 400 else text[:397] + '…')}",
@@ -228,7 +232,8 @@ def _evidence_cell(stem: str, e: dict) -> str:
     if "record" in e:
         lo, _, hi = e["range"].partition("..")
         seeds = "全部种子" if e.get("over") == "all" else "种子 0–4"
-        return f"记录 `{e['record']}`：{lo}–{hi}（{seeds}）"
+        holds = f"，检查 {e['holds']}" if e.get("holds") else ""
+        return f"记录 `{e['record']}`：{lo}–{hi}（{seeds}{holds}）"
     if "paper" in e:
         return f"{e['paper']} {e.get('at', '')}".strip()
     if "code" in e:
