@@ -89,7 +89,10 @@ def test_ledger_ranges_equal_their_records(stem):
 
 MEASURED = re.compile(r"\d+(?:\.\d+)?(?:\s*[–~-]\s*\d+(?:\.\d+)?)?\s*(?:倍|×|%)|[一二两三四五六七八九十百千万]+倍"
                       r"|\d+\.\d+\s*[–-]\s*\d+\.\d+|(?<=约)\s*\d+\.\d+")
-CITATION = re.compile(r"et al\.|§|Fig\.|Table|图\s*\d|表\s*\d|定理|引理|@[0-9a-f]{7,}|Alg\.|arXiv|deploy/sizing\.json")
+# A citation that points into its source (a paper's §/figure/table/theorem, code at a commit). It sources the numbers
+# of its sentence unless the sentence speaks of our seeds: then the number is ours and needs its record.
+CITATION = re.compile(r"§|Fig\.|Table|图\s*\d|表\s*\d|定理|引理|@[0-9a-f]{7,}|Alg\.|arXiv|deploy/sizing\.json")
+OURS = re.compile(r"种子|seed")
 THIS_MACHINE = re.compile(r"本机|这台机器|2 核")     # a number of this machine's speed is not a claim about norms
 NOT_PROSE = re.compile(r"`[^`]*`|「[^」]*」|“[^”]*”|\"[^\"\n]*\"|<!--(?!\s*rec)[^>]*-->")
 # Right after a number: "<!--setting-->" says it is an input the text sets (scale q, k by 1000), not a measurement.
@@ -107,7 +110,7 @@ def unsourced_numbers(text: str) -> list[tuple[str, str]]:
         if THIS_MACHINE.search(para):
             continue
         for sentence in re.split(r"[。；\n]", para):
-            if CITATION.search(sentence):
+            if CITATION.search(sentence) and not OURS.search(sentence):
                 continue
             prose = NOT_PROSE.sub(lambda m: m.group(0) if "setting" in m.group(0) else " ", sentence)
             for m in MEASURED.finditer(prose):
