@@ -107,22 +107,7 @@ def test_thresholds_have_margin(src):
     assert not problems, f"{src.stem}:\n" + "\n".join(problems)
 
 
-def marker_problem(form: str, values: list[float]) -> str | None:
-    """Check one prose marker's claim against every recorded value."""
-    lo, hi = min(values), max(values)
-    if form.startswith(">"):
-        return None if lo > float(form[1:]) else f"observed min {lo:.4g} is not > {form[1:]}"
-    if form.startswith("<"):
-        return None if hi < float(form[1:]) else f"observed max {hi:.4g} is not < {form[1:]}"
-    if form.startswith("~"):
-        x = float(form[1:])
-        return None if x / 1.5 <= lo and hi <= 1.5 * x else f"observed {lo:.4g}..{hi:.4g} not within 1.5x of {x}"
-    a, sep, b = form.partition("..")
-    if not sep:
-        return f"unknown marker form {form!r} (use >X, <X, ~X or X..Y)"
-    decimals = max(len(s.partition(".")[2]) for s in (a, b)) if "e" not in form else None
-    r = (lambda v: round(v, decimals)) if decimals is not None else (lambda v: v)
-    return None if float(a) <= r(lo) and r(hi) <= float(b) else f"observed {lo:.4g}..{hi:.4g} outside {a}..{b}"
+marker_problem = record.marker_problem   # one rule for the notebooks, the instructor guide and the ledger
 
 
 def prose_markers(src: Path) -> list[tuple[str, str, str]]:
@@ -429,3 +414,26 @@ def test_key_cell_and_tags_of_untagged_runs():
     runs = [{"seed": 5, "threads": 1, "ok": True, "values": {"k.a": [1], "k.c": [1], "k.c.without": [0], "f(x)": [2]}}]
     sweep.tag_cells(runs, cells, [{"cell_of": {"f(x)": 0}}])
     assert runs[0]["cell_of"] == {"k.a": 1, "k.c": 2, "k.c.without": 2, "f(x)": 0}
+
+
+def test_rethreshold_takes_moved_thresholds_only(tmp_path, monkeypatch):
+    """A threshold moved in the code goes into the record without a run when nothing else changed; any other
+    change, or a run that a failed check may have cut short, needs the sweep."""
+    src = tmp_path / "99_x.md"
+    head = "---\njupyter:\n  kernelspec:\n    name: python3\n    display_name: Python 3\n---\n\n"
+    cell = 'a = 1.0\nexpect("k", a, ">", {t})\n'
+    write = lambda t, extra="": src.write_text(head + "```python\n" + cell.format(t=t) + extra + "```\n", encoding="utf-8")  # noqa: E731
+    monkeypatch.setattr(sweep, "RECORDS", tmp_path)
+    write(0.5)
+    cells = sweep.code_cells(src)
+    run = {"seed": 0, "threads": 1, "ok": True, "values": {"k": [1.0]}}
+    rec = {"code_sha256": record.code_fingerprint(cells), "cells": record.cell_fingerprints(cells),
+           "claims": {"k": {"op": ">", "threshold": 0.5}}, "runs": [run], "extra_runs": [{**run, "seed": 9, "values": {"k": [0.7]}}]}
+    (tmp_path / "99_x.json").write_text(json.dumps(rec), encoding="utf-8")
+    write(0.8)
+    assert sweep.rethreshold(src) is None
+    out = json.loads((tmp_path / "99_x.json").read_text(encoding="utf-8"))
+    assert out["claims"]["k"]["threshold"] == 0.8 and out["code_sha256"] == record.code_fingerprint(sweep.code_cells(src))
+    assert out["runs"][0]["ok"] and not out["extra_runs"][0]["ok"]          # 0.7 fails > 0.8: the test will say so
+    write(0.8, 'b = a * 2\n')
+    assert "run the sweep" in sweep.rethreshold(src)                        # code changed, not only a threshold

@@ -236,6 +236,56 @@ def merge_runs(old: list[dict], new: list[dict]) -> list[dict]:
     return [by_seed[s] for s in sorted(by_seed)]
 
 
+def literal_checks(cells: list[str]) -> dict[str, dict]:
+    """Every ``expect(KEY, value, OP, THRESHOLD)`` of the code whose key, op and threshold are literals:
+    {key: {"op": OP, "threshold": THRESHOLD}} (None for a key written otherwise: the record cannot be updated)."""
+    import ast
+
+    out: dict[str, dict | None] = {}
+    for src in cells:
+        lines = ["" if line.lstrip().startswith(("%", "!")) else line for line in src.splitlines()]
+        for node in ast.walk(ast.parse("\n".join(lines))):
+            f = getattr(node, "func", None)
+            if isinstance(node, ast.Call) and (getattr(f, "id", None) or getattr(f, "attr", None)) == "expect":
+                try:
+                    key, op, threshold = (ast.literal_eval(a) for a in (node.args[0], node.args[2], node.args[3]))
+                except (ValueError, IndexError):
+                    if isinstance(node.args[0], ast.Constant):
+                        out[node.args[0].value] = None
+                    continue
+                out[key] = {"op": op, "threshold": list(threshold) if op == "between" else float(threshold)}
+    return out
+
+
+def rethreshold(src: Path) -> str | None:
+    """Take moved thresholds into a record without running anything, when that is sound: every code cell's
+    record.cell_fingerprints (the code without the checks' thresholds) is what the record was made with, and every
+    run either passed (no check stopped a cell) or ran with NORMLAB_RECORD_ONLY (none could). Each run's ok is then
+    judged again by the new thresholds. None when done, else why not."""
+    import normlab.record as record
+
+    path = RECORDS / f"{src.stem}.json"
+    rec = json.loads(path.read_text(encoding="utf-8"))
+    cells = code_cells(src)
+    if rec.get("cells") != record.cell_fingerprints(cells):
+        return "code other than thresholds changed (or the record has no cell fingerprints): run the sweep"
+    checks = literal_checks(cells)
+    for key, claim in rec["claims"].items():
+        new = checks.get(key)
+        if new is None:
+            return f"{key}: its expect() does not write key, op and threshold as literals: run the sweep"
+        claim.update(new)
+    for run in rec["runs"] + rec.get("extra_runs", []):
+        if not run["ok"] and run.get("error_cell") is not None:
+            return f"seed {run['seed']} threads {run['threads']} raised in cell {run['error_cell']}: run the sweep"
+        held = all(record._holds(v, c["op"], c["threshold"]) for k, c in rec["claims"].items()
+                   for v in run["values"].get(k, []))
+        run["ok"], run["error"] = held, None if held else "a check fails under the new thresholds"
+    rec["code_sha256"] = record.code_fingerprint(cells)
+    path.write_text(json.dumps(rec, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return None
+
+
 def main(argv: list[str]) -> int:
     from normlab.console import console_safe   # ✓/✗ and the like readable on any console (a GBK one too)
 
@@ -253,7 +303,16 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--extra-seeds", default="", help="also run these seeds with one thread as the record's extra_runs, e.g. 5-24")
     ap.add_argument("--key", default="",
                     help="extra runs execute the code cells only up to the one that records this key, e.g. width.skip_pre_l3_6_max")
+    ap.add_argument("--rethreshold", action="store_true",
+                    help="only thresholds moved (record.cell_fingerprints unchanged): take them into the record, run nothing")
     args = ap.parse_args(argv)
+    if args.rethreshold:
+        failed = 0
+        for src in (s for s in nbtools.sources() if not args.only or any(s.stem.startswith(p) for p in args.only)):
+            why = rethreshold(src)
+            print(f"[sweep] {src.stem}: {why or 'thresholds taken into the record'}")
+            failed += why is not None
+        return 1 if failed else 0
     from tqdm import tqdm
 
     import fcntl
