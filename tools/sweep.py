@@ -6,6 +6,15 @@ counts, and keep every number that an ``expect()`` checks or a ``measure()`` rec
     python3 run.py sweep --seeds 5-9 --threads 1 --check   # other seeds, nothing written
     python3 run.py sweep --only 06 --extra-seeds 5-24     # seeds 0-4 x threads 1, 2, and seeds 5-24 x thread 1
     python3 run.py sweep --only 06 --seeds 5-24 --threads 1 --extra   # only add extra seeds to a fresh record
+    python3 run.py sweep --only 06 --key width.skip_pre_l3_6_max --seeds 1000-1049 --threads 1 --extra
+                                              # extra seeds run only up to the cell that records this key
+    python3 run.py sweep --only 06 --rethreshold  # only thresholds moved: take them into the record, run nothing
+
+In a sweep no check stops a run (NORMLAB_RECORD_ONLY: a failed check is recorded and the run marked failed), and
+every key is tagged with the code cell that recorded it. The record keeps one fingerprint per code cell of the code
+without the checks' thresholds (normlab.record.cell_fingerprints). When a notebook's code changes, a re-record keeps
+each extra run's values recorded by the cells before the first changed one (same seed, same threads: the same
+numbers), so a change to a lesson's last cells does not throw away the extra seeds of its earlier checks.
 
 Extra seeds ("holds for any seed", notebooks/README.md) are kept in the record as ``extra_runs``;
 tests/test_record.py then holds every threshold (and every causal check's counterfactual) to the
