@@ -52,7 +52,7 @@ OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
 SPREAD_SHARE, RELATIVE_GAP = 0.25, 0.03
 
 __all__ = ["expect", "measure", "recorded", "margin_problem", "counterfactual_problem", "code_fingerprint",
-           "cell_fingerprints", "ranges", "seed_values", "seed_count"]
+           "cell_fingerprints", "ranges", "seed_values", "seed_count", "marker_problem"]
 # The recorded key of a causal check's counterfactual: "<key>.without".
 WITHOUT = ".without"
 
@@ -309,3 +309,21 @@ def seed_count(rec: dict, form: str, key: str) -> str | None:
     hits = sum(OPS[op](v, t) for v in vals)
     return None if (hits, len(vals)) == (k, n) else f"the record shows {hits}/{len(vals)}{op}{m.group(4)}, not {form}"
 
+
+def marker_problem(form: str, values: list[float]) -> str | None:
+    """Check one prose marker's claim (``<!--rec KEY FORM-->``) against every recorded value: ``X..Y`` (every
+    value, rounded to the quoted decimals, in [X, Y]), ``>X``, ``<X``, ``~X`` (within a factor 1.5)."""
+    lo, hi = min(values), max(values)
+    if form.startswith(">"):
+        return None if lo > float(form[1:]) else f"observed min {lo:.4g} is not > {form[1:]}"
+    if form.startswith("<"):
+        return None if hi < float(form[1:]) else f"observed max {hi:.4g} is not < {form[1:]}"
+    if form.startswith("~"):
+        x = float(form[1:])
+        return None if x / 1.5 <= lo and hi <= 1.5 * x else f"observed {lo:.4g}..{hi:.4g} not within 1.5x of {x}"
+    a, sep, b = form.partition("..")
+    if not sep:
+        return f"unknown marker form {form!r} (use >X, <X, ~X or X..Y)"
+    decimals = max(len(s.partition(".")[2]) for s in (a, b)) if "e" not in form else None
+    r = (lambda v: round(v, decimals)) if decimals is not None else (lambda v: v)
+    return None if float(a) <= r(lo) and r(hi) <= float(b) else f"observed {lo:.4g}..{hi:.4g} outside {a}..{b}"
