@@ -157,7 +157,7 @@ def recorded_range(stem: str, ref: str, over: str = "0-4") -> str | None:
 # --- drafts ----------------------------------------------------------------------------------------
 
 CITATION = re.compile(r"([A-Z][A-Za-z\-]+(?: (?:et al\.|&|and) ?[A-Z]?[A-Za-z\-]*)?,? \d{4}[a-z]?)"
-                      r"(?:[ ，,]*((?:§|图|表|定理|引理|Fig\.|Table|Alg\.)\s*[\w.]+(?:[、,，]\s*(?:§|图|表|Fig\.|Table|Alg\.)?\s*[\w.]+)*))?")
+                      r"(?:[ ，,]*((?:§|图|表|定理|引理|Fig\.|Table|Alg\.)\s*[\w.]+(?:[、,，]\s*(?:§|图|表|定理|引理|Fig\.|Table|Alg\.)?\s*[\w.]+)*))?")
 SECTION = re.compile(r"第 [\d.、 ]+节|「[^」]+」")
 
 
