@@ -255,13 +255,16 @@ def page() -> str:
         entries = load(stem)
         if not entries:
             continue
-        out += [f"## {stem}", "", "| 出处 | 结论 | 范围 (scope) | 证据 (evidence) |", "|---|---|---|---|"]
+        # folded: the table states the lesson's conclusions, so a learner opens it after the lesson (predict before see)
+        out += [f"## {stem}", "", f"<details><summary>学完第 {stem[:2]} 课再展开 (open after the lesson): "
+                f"{len(entries)} 条结论</summary>", "",
+                "| 出处 | 结论 | 范围 (scope) | 证据 (evidence) |", "|---|---|---|---|"]
         for e in entries:
             scope = "；".join(f"{SCOPE_NAMES[k]}：{e['scope'][k]}" for k in SCOPES if k in e.get("scope", {})) or "—"
             ev = "<br>".join(_cell(_evidence_cell(stem, x)) for x in e.get("evidence", [])) or "—"
             where = e["where"] + (f" {e['quote']}" if e["where"].startswith("errata_") else "")
             out.append(f"| {_cell(where)} | {_cell(e['claim'])} | {_cell(scope)} | {ev} |")
-        out.append("")
+        out += ["", "</details>", ""]
     return "\n".join(out)
 
 
