@@ -245,24 +245,33 @@ def merge_runs(old: list[dict], new: list[dict]) -> list[dict]:
     return [by_seed[s] for s in sorted(by_seed)]
 
 
-def literal_checks(cells: list[str]) -> dict[str, dict]:
-    """Every ``expect(KEY, value, OP, THRESHOLD)`` of the code whose key, op and threshold are literals:
-    {key: {"op": OP, "threshold": THRESHOLD}} (None for a key written otherwise: the record cannot be updated)."""
+def literal_checks(cells: list[str]) -> list[tuple[str, dict | None]]:
+    """Every ``expect(KEY, value, OP, THRESHOLD)`` of the code as (a regex of its key: an f-string's fields match
+    anything, {"op": OP, "threshold": THRESHOLD}); the dict is None where op or threshold is not a literal."""
     import ast
+    import re
 
-    out: dict[str, dict | None] = {}
+    def pattern(node) -> str | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return re.escape(node.value)
+        if isinstance(node, ast.JoinedStr):
+            return "".join(re.escape(v.value) if isinstance(v, ast.Constant) else ".+" for v in node.values)
+        return None
+
+    out: list[tuple[str, dict | None]] = []
     for src in cells:
         lines = ["" if line.lstrip().startswith(("%", "!")) else line for line in src.splitlines()]
         for node in ast.walk(ast.parse("\n".join(lines))):
             f = getattr(node, "func", None)
-            if isinstance(node, ast.Call) and (getattr(f, "id", None) or getattr(f, "attr", None)) == "expect":
-                try:
-                    key, op, threshold = (ast.literal_eval(a) for a in (node.args[0], node.args[2], node.args[3]))
-                except (ValueError, IndexError):
-                    if isinstance(node.args[0], ast.Constant):
-                        out[node.args[0].value] = None
-                    continue
-                out[key] = {"op": op, "threshold": list(threshold) if op == "between" else float(threshold)}
+            if not (isinstance(node, ast.Call) and (getattr(f, "id", None) or getattr(f, "attr", None)) == "expect"):
+                continue
+            key = pattern(node.args[0]) if node.args else None
+            try:
+                op, threshold = (ast.literal_eval(a) for a in (node.args[2], node.args[3]))
+                claim = {"op": op, "threshold": list(threshold) if op == "between" else float(threshold)}
+            except (ValueError, IndexError):
+                claim = None
+            out.append((key or ".*", claim))
     return out
 
 
@@ -278,17 +287,21 @@ def rethreshold(src: Path) -> str | None:
     cells = code_cells(src)
     if rec.get("cells") != record.cell_fingerprints(cells):
         return "code other than thresholds changed (or the record has no cell fingerprints): run the sweep"
+    import re
+
     checks = literal_checks(cells)
     for key, claim in rec["claims"].items():
-        new = checks.get(key)
-        if new is None:
-            return f"{key}: its expect() does not write key, op and threshold as literals: run the sweep"
-        claim.update(new)
+        found = [c for pat, c in checks if re.fullmatch(pat, key)]
+        if len(found) != 1 or found[0] is None:
+            return f"{key}: not one expect() with a literal op and threshold: run the sweep"
+        claim.update(found[0])
     for run in rec["runs"] + rec.get("extra_runs", []):
         if not run["ok"] and run.get("error_cell") is not None:
             return f"seed {run['seed']} threads {run['threads']} raised in cell {run['error_cell']}: run the sweep"
         held = all(record._holds(v, c["op"], c["threshold"]) for k, c in rec["claims"].items()
                    for v in run["values"].get(k, []))
+        held = held and not any(record._holds(w, c["op"], c["threshold"]) for k, c in rec["claims"].items()
+                                if c.get("because") for w in run["values"].get(k + record.WITHOUT, []))
         run["ok"], run["error"] = held, None if held else "a check fails under the new thresholds"
     rec["code_sha256"] = record.code_fingerprint(cells)
     path.write_text(json.dumps(rec, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
