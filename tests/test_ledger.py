@@ -81,7 +81,7 @@ def test_ledger_ranges_equal_their_records(stem):
                 now = ledger.recorded_range(stem, ev["record"], ev.get("over", "0-4"))
                 if now != ev.get("range"):
                     problems.append(f"«{e['quote']}» {ev['record']}: the ledger says {ev.get('range')}, "
-                                    f"the record {now} (write range = {now!r})")
+                                    f"the record {now} (python3 tools/ledger.py ranges writes it; then read the claim again)")
     assert not problems, f"{stem}:\n" + "\n".join(problems)
 
 

@@ -4,6 +4,7 @@ its scope, in normlab/ledger/NN_name.toml; the book shows it as book/evidence.md
 
     python3 tools/ledger.py draft 06      # TOML entries for 06's claims that have no ledger entry yet
     python3 tools/ledger.py page          # rewrite book/evidence.md from the ledger and the records
+    python3 tools/ledger.py ranges        # after a sweep: each record range to what the record shows, and the page
 
 An entry:
 
@@ -268,7 +269,33 @@ def page() -> str:
     return "\n".join(out)
 
 
+def update_ranges(stem: str) -> list[str]:
+    """Rewrite each record range of a lesson's ledger to what its record shows now (after a sweep); return what
+    changed, so the claims that quote those numbers can be read again."""
+    path = LEDGER / f"{stem}.toml"
+    changed: list[str] = []
+
+    def fix(m: re.Match) -> str:
+        ref, old, rest = m.group(1), m.group(2), m.group(3)
+        now = recorded_range(stem, ref, "all" if 'over = "all"' in rest else "0-4")
+        if now and now != old:
+            changed.append(f"{stem} {ref}: {old} -> {now}")
+            return m.group(0).replace(f'range = "{old}"', f'range = "{now}"')
+        return m.group(0)
+
+    if path.exists():
+        text = re.sub(r'\{ record = "([^"]+)", range = "([^"]*)"([^}]*)\}', fix, path.read_text(encoding="utf-8"))
+        path.write_text(text, encoding="utf-8")
+    return changed
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["ranges"]:
+        for stem in lessons():
+            for line in update_ranges(stem):
+                print(line)
+        PAGE.write_text(page(), encoding="utf-8")
+        return 0
     if argv[:1] == ["page"]:
         PAGE.write_text(page(), encoding="utf-8")
         print(f"wrote {PAGE.relative_to(ROOT)}")
