@@ -437,3 +437,13 @@ def test_rethreshold_takes_moved_thresholds_only(tmp_path, monkeypatch):
     assert out["runs"][0]["ok"] and not out["extra_runs"][0]["ok"]          # 0.7 fails > 0.8: the test will say so
     write(0.8, 'b = a * 2\n')
     assert "run the sweep" in sweep.rethreshold(src)                        # code changed, not only a threshold
+
+
+def test_each_seed_probe_names_a_key_of_its_notebook():
+    """tools/seed_probes.py: a probe stands for one check of one notebook (the sweep verifies its values against the
+    notebook itself before keeping any: tools/sweep.py --probe)."""
+    import seed_probes
+
+    for key, (notebook, probe) in seed_probes.PROBES.items():
+        cells = sweep.code_cells(ROOT / "notebooks" / f"{notebook}.md")
+        assert sweep.key_cell(cells, key) >= 0 and callable(probe)

@@ -308,6 +308,61 @@ def rethreshold(src: Path) -> str | None:
     return None
 
 
+def run_probe(key: str, seed: int) -> tuple[dict, float, str | None]:
+    """One probe (tools/seed_probes.py) in a child process with the sweep's environment: (values, seconds, error)."""
+    env = dict(os.environ, NORMLAB_SEED=str(seed), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OMP_WAIT_POLICY="PASSIVE",
+               MPLBACKEND="Agg", PYTHONHASHSEED="0", NORMLAB_DRILLS_FILE="off")
+    t0 = time.time()
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "seed_probes.py"), key], env=env, cwd=ROOT,
+                          capture_output=True, text=True, encoding="utf-8")
+    if proc.returncode:
+        return {}, time.time() - t0, (proc.stderr.strip().splitlines() or ["?"])[-1][:500]
+    return json.loads(proc.stdout.strip().splitlines()[-1]), time.time() - t0, None
+
+
+def probe_sweep(key: str, seeds: list[int], verify: list[int], timeout: int) -> int:
+    """Measure ``key`` with its probe for ``seeds`` and keep them as extra runs of its notebook (tagged "probe" and
+    with this machine's CPU), after checking that the probe gives exactly what the notebook itself, run up to the
+    key's cell, records on each ``verify`` seed."""
+    import normlab.record as record
+    import seed_probes
+
+    notebook = seed_probes.PROBES[key][0]
+    src = next(s for s in nbtools.sources() if s.stem == notebook)
+    path = RECORDS / f"{notebook}.json"
+    rec = json.loads(path.read_text(encoding="utf-8"))
+    cells = code_cells(src)
+    if rec["code_sha256"] != record.code_fingerprint(cells):
+        print(f"[sweep] {notebook}: the record is stale; sweep it before probing")
+        return 1
+    cell = key_cell(cells, key, rec)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for s in verify:
+            nb_run, (values, _, error) = pool.map(lambda job: job(), [lambda: run_one(src, s, 1, timeout, cell + 1),
+                                                                       lambda: run_probe(key, s)])
+            wrong = error or {k: (v, nb_run["values"].get(k)) for k, v in values.items() if [v] != nb_run["values"].get(k)}
+            if wrong:
+                print(f"[sweep] probe {key} does not reproduce {notebook} on seed {s}: {wrong}; nothing kept")
+                return 1
+        print(f"[sweep] probe {key} reproduces {notebook} (code cells 1-{cell + 1}) on seeds {verify}")
+        done = list(pool.map(lambda s: (s, run_probe(key, s)), seeds))
+    runs = []
+    for s, (values, seconds, error) in done:
+        failed = [k for k, v in values.items() if k in rec["claims"]
+                  and not record._holds(v, rec["claims"][k]["op"], rec["claims"][k]["threshold"])]
+        runs.append({"seed": s, "threads": 1, "ok": error is None and not failed, "seconds": round(seconds, 1),
+                     "cells": None, "probe": key, "cpu": cpu_name(),
+                     "error": error or (f"fails: {failed}" if failed else None),
+                     "error_cell": cell if error else None, "values": {k: [v] for k, v in values.items()},
+                     "cell_of": {k: cell for k in values}})
+        print(f"[sweep] probe {key} seed {s}: {values.get(key)} {'ok' if runs[-1]['ok'] else 'FAILED'} ({seconds:.0f} s)")
+    rec["cells"] = record.cell_fingerprints(cells)
+    tag_cells(rec.get("extra_runs", []), cells, rec["runs"])
+    rec["extra_runs"] = merge_runs(rec.get("extra_runs", []), runs)
+    path.write_text(json.dumps(rec, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return 1 if any(not r["ok"] for r in runs) else 0
+
+
 def main(argv: list[str]) -> int:
     from normlab.console import console_safe   # ✓/✗ and the like readable on any console (a GBK one too)
 
@@ -325,9 +380,15 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--extra-seeds", default="", help="also run these seeds with one thread as the record's extra_runs, e.g. 5-24")
     ap.add_argument("--key", default="",
                     help="extra runs execute the code cells only up to the one that records this key, e.g. width.skip_pre_l3_6_max")
+    ap.add_argument("--probe", default="",
+                    help="measure this key with tools/seed_probes.py, after checking it against the notebook run up to the "
+                         "key's cell on --verify seeds, e.g. --probe multi.max_rise --seeds 1000-1049")
+    ap.add_argument("--verify", default="0", help="seeds on which --probe must reproduce the notebook")
     ap.add_argument("--rethreshold", action="store_true",
                     help="only thresholds moved (record.cell_fingerprints unchanged): take them into the record, run nothing")
     args = ap.parse_args(argv)
+    if args.probe:
+        return probe_sweep(args.probe, parse_range(args.seeds), parse_range(args.verify), args.timeout)
     if args.rethreshold:
         failed = 0
         for src in (s for s in nbtools.sources() if not args.only or any(s.stem.startswith(p) for p in args.only)):
