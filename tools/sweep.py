@@ -127,7 +127,7 @@ def run_one(src: Path, seed: int, threads: int, timeout: int, upto: int | None =
     if error is None and failed:
         error = "; ".join(failed)[:500]
     ran = len(code_cells(src)) if upto is None else upto
-    return {"seed": seed, "threads": threads, "ok": error is None, "seconds": round(seconds, 1), "cells": ran,
+    return {"seed": seed, "threads": threads, "ok": error is None, "seconds": round(seconds, 1), "cells": ran, "cpu": cpu_name(),
             "error": error, "error_cell": error_cell, "values": values, "cell_of": cell_of, "claims": claims}
 
 
