@@ -290,6 +290,10 @@ def update_ranges(stem: str) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
+    sys.path.insert(0, str(ROOT))
+    from normlab.console import console_safe   # drafts hold √, ‖, σ: readable on a GBK console too
+
+    console_safe()
     if argv[:1] == ["ranges"]:
         for stem in lessons():
             for line in update_ranges(stem):
