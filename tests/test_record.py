@@ -157,7 +157,8 @@ def causal_problems(rec: dict) -> list[str]:
     for key, claim in rec["claims"].items():
         if not claim.get("because"):
             continue
-        runs_without = [r for r in all_runs(rec) if not r["values"].get(key + record.WITHOUT)]
+        # every run that recorded the check (a partial extra run, --key or --probe, may end before its cell)
+        runs_without = [r for r in all_runs(rec) if r["values"].get(key) and not r["values"].get(key + record.WITHOUT)]
         if runs_without:
             problems.append(f"{key} (because {claim['because']}): no recorded counterfactual in "
                             f"{len(runs_without)} run(s)")
