@@ -472,3 +472,58 @@ def test_choice_in_the_built_book_and_slides(browser, predict_site, artifacts, w
         page.screenshot(path=str(artifacts / "predict_book_opened.png"))
     page.close()
     assert not problems, problems
+
+
+# --- nothing a learner reads before the answer gives it away (issue 36 item 4) -------------------------
+
+def reading_order(src: Path) -> list[tuple[str, str]]:
+    """The lesson as a learner reads it, cell by cell: ("md", markdown without its invisible HTML
+    comments) or ("code", the code cell's comments, the prose a code cell holds). Speaker notes,
+    which learners never get, are left out. Read with jupytext, not normlab."""
+    import jupytext
+
+    out = []
+    for c in jupytext.read(src).cells:
+        if c.get("metadata", {}).get("slideshow", {}).get("slide_type") == "notes":
+            continue
+        if c.cell_type == "markdown":
+            out.append(("md", re.sub(r"<!--.*?-->", "", c.source, flags=re.S)))
+        elif c.cell_type == "code":
+            out.append(("code", "\n".join(re.findall(r"#.*$", c.source, re.M))))
+    return out
+
+
+def before_and_until_answer(src: Path) -> list[tuple[str, str, str, str]]:
+    """(prompt, the section's text before it, the text from it up to its answer fold, the fold) per
+    prompt: the section starts at the last markdown heading before the prompt."""
+    blocks = reading_order(src)
+    flat, heads = "", []
+    for kind, text in blocks:
+        if kind == "md":
+            heads += [len(flat) + m.start() for m in re.finditer(r"^#{1,6} ", text, re.M)]
+        flat += text + "\n\n"
+    out = []
+    for m in re.finditer(r"^\*\*先想一想\*\*.*$", flat, re.M):
+        start = max([h for h in heads if h < m.start()], default=0)
+        fold = flat.find("<details><summary>答案", m.start())
+        end = flat.find("</details>", fold)
+        out.append((m.group(0), flat[start:m.start()], flat[m.start():fold], flat[fold:end]))
+    return out
+
+
+REGIONS = [(src.name[:2], *r) for src in LESSONS for r in before_and_until_answer(src)]
+
+
+@pytest.mark.parametrize("lesson,prompt,before,until,fold", REGIONS,
+                         ids=[f"{r[0]}-{i}" for i, r in enumerate(REGIONS)])
+def test_no_sentence_before_the_answer_gives_it_away(lesson, prompt, before, until, fold):
+    """Neither the section's text before a prompt nor the text from the prompt to its answer fold (its
+    experiment's code comments included: the learner copy opens that code only after the guess, the
+    solution copy and the slides show it) holds one of the prompt's ``reveals``; and the phrases are
+    the answer's: at least one of them is in the lesson's own answer fold (else the check is empty)."""
+    text = re.sub(r"^（[^）]*）", "", prompt.removeprefix("**先想一想**").strip()).lstrip("：").strip()
+    (e,) = [e for e in P.entries(lesson) if text.startswith(e["starts"])]
+    assert any(r in fold for r in e["reveals"]), (e["id"], "none of its reveals is in its answer", fold[:120])
+    for where, region in (("before the prompt", before), ("between the prompt and its answer", until)):
+        found = [r for r in e["reveals"] if r in region]
+        assert not found, f"{lesson}.{e['id']}: {where}: {found} in …{region[max(0, region.find(found[0]) - 80):][:200]}…"
