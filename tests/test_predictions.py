@@ -7,7 +7,11 @@
   right option's words appear in the lesson's answer (read from the sources, not from the data);
 * the exported notebooks (normlab.course.export: solution and learner copies) have a choice cell right
   after each prompt's cell and the summary as the last cell, and those cells run: a pick is saved to
-  the file (and only a pick: drawing a widget writes nothing), the summary scores it against the data.
+  the file (and only a pick: drawing a widget writes nothing), the summary scores it against the data;
+* issue 36: no text a learner reads before the answer holds one of the prompt's ``reveals``; the
+  learner copy keeps the experiment's code collapsed until the guess; in a real kernel the learner
+  copy's choice cell waits for the pick (Run All stops there) and runs on after it, an interrupt ends
+  the wait with one line, and a runner's NORMLAB_PREDICT_WAIT=0 never waits.
 """
 
 from __future__ import annotations
@@ -138,7 +142,8 @@ def test_export_puts_a_choice_after_each_prompt_and_a_summary_last(exported):
                    if any(t.startswith(e["starts"]) for t in P.prompt_texts(cells[i].source))]
             nxt = cells[i + 1]
             assert nxt.cell_type == "code" and P.PREDICT_TAG in nxt.metadata.get("tags", []), (f.name, i)
-            assert nxt.source == P.ask_source(lesson, ids[0]), (f.name, nxt.source)
+            form = P.learner_ask_source if is_learner_copy(f) else P.ask_source     # the learner copy waits
+            assert nxt.source == form(lesson, ids[0]), (f.name, nxt.source)
         asks = [c for c in cells if P.PREDICT_TAG in c.metadata.get("tags", [])]
         assert len(asks) == len(P.entries(lesson)), f.name
         assert cells[-1].source == P.summary_source(lesson) and P.SUMMARY_TAG in cells[-1].metadata["tags"]
@@ -527,3 +532,172 @@ def test_no_sentence_before_the_answer_gives_it_away(lesson, prompt, before, unt
     for where, region in (("before the prompt", before), ("between the prompt and its answer", until)):
         found = [r for r in e["reveals"] if r in region]
         assert not found, f"{lesson}.{e['id']}: {where}: {found} in …{region[max(0, region.find(found[0]) - 80):][:200]}…"
+
+
+# --- the learner copy: a question before it is code (issue 36 items 1-3) --------------------------------
+
+def is_learner_copy(f: Path) -> bool:
+    """NAME_learner.ipynb, or the one copy of a lesson without answers (no NAME_learner beside it)."""
+    return f.stem.endswith("_learner") or not f.with_name(f"{f.stem}_learner.ipynb").exists()
+
+
+def test_learner_copy_hides_the_experiment_until_the_guess(exported):
+    """In every learner copy each choice cell waits for the guess (``await``), shows only its first line
+    (a sentence, not code) and a saved list of every option; every code cell between it and its answer
+    fold is collapsed and starts with the line the front-end looks for, so no ``expect`` line and no
+    comment under a prompt is in view before the guess. The solution copies keep today's layout."""
+    import nbformat
+
+    learner = [f for f in sorted(exported.glob("*.ipynb")) if is_learner_copy(f)]
+    assert len(learner) >= 9
+    collapsed = 0
+    for f in sorted(exported.glob("*.ipynb")):
+        cells = nbformat.read(f, as_version=4).cells
+        hidden = [c.metadata.get("jupyter", {}).get("source_hidden", False) for c in cells]
+        if f not in learner:
+            assert not any(hidden) and not any("await predict.ask" in c.source for c in cells), f.name
+            continue
+        pending = None
+        for c, h in zip(cells, hidden):
+            if P.PREDICT_TAG in c.metadata.get("tags", []):
+                lesson, pid = re.search(r'await predict\.ask\("(\d+)", "([^"]+)"\)', c.source).groups()
+                e = P.entry(lesson, pid)
+                assert h and c.source.split("\n")[0] == P.ASK_LINE and c.source.split("\n")[0].startswith("# "), f.name
+                (out,) = c.outputs
+                assert all(f"({k})** {t}" in out["data"]["text/markdown"] for k, t in zip(e["keys"], e["options"]))
+                pending = P.answer_class(f"{lesson}.{pid}")
+            elif pending and c.cell_type == "markdown" and pending in c.source:
+                pending = None
+            elif pending and c.cell_type == "code":
+                assert h and c.source.startswith(P.HIDDEN_LINE + "\n"), (f.name, c.source[:80])
+                collapsed += 1
+        assert not pending, f.name
+    assert collapsed >= 30
+
+
+def test_the_discussion_after_a_fold_opens_with_the_experiment(exported):
+    """The paragraph right after an answer fold (01 §1: "…32 层之后几乎为零…") is collapsed in the learner
+    copy until the guess, when it is a cell of its own that only discusses the result."""
+    import nbformat
+
+    cells = nbformat.read(exported / "01_residuals_learner.ipynb", as_version=4).cells
+    fold = next(i for i, c in enumerate(cells) if P.answer_class("01.depth-std") in c.source)
+    after = cells[fold + 1]
+    assert after.metadata["jupyter"]["source_hidden"] and after.source.startswith(P.HIDDEN_MD_LINE)
+    assert "几乎为零" in after.source
+    heads = [c for c in cells if c.metadata.get("jupyter", {}).get("source_hidden") and c.cell_type == "markdown"]
+    assert heads and not any(re.search(r"^#{1,6} ", c.source, re.M) for c in heads)     # never a section's heading
+
+
+def test_summary_shows_an_answer_only_for_a_guessed_prompt(tmp_path, monkeypatch):
+    monkeypatch.setenv("NORMLAB_PREDICTIONS", str(tmp_path / "p.json"))
+    from normlab.widgets import predict
+
+    P.save_guess("06", "warmup", "A")                         # wrong: the answer is (B)
+    rows = {r["id"]: r for r in P.score("06", P.load_guesses())}
+    assert rows["warmup"]["answer"] == "B" and rows["pre-ln-stream"]["answer"] == ""
+    caption = predict.summary("06").caption()
+    assert "warmup: 你的预测 A，答案 B，错 wrong" in caption
+    for e in P.entries("06"):
+        if e["id"] != "warmup":
+            assert f"{e['id']}: 没有预测 (no guess)" in caption and f"{e['id']}: 你的预测" not in caption
+
+
+@pytest.fixture
+def kernel(tmp_path):
+    """A real ipykernel (the learner's JupyterLab runs one) with the guesses in tmp_path, started without
+    NORMLAB_PREDICT_WAIT (as a learner's): yields (manager, client, store)."""
+    import os
+
+    from jupyter_client.manager import KernelManager
+
+    store = tmp_path / "predictions.json"
+    env = {k: v for k, v in os.environ.items() if k != P.WAIT_ENV}
+    env.update(NORMLAB_PREDICTIONS=str(store), PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]))
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(env=env)
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=60)
+        yield km, kc, store
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def until(kc, want, timeout: float = 30.0) -> list[dict]:
+    """iopub messages until ``want(msg)``; all of them (a timeout fails)."""
+    import queue
+    import time
+
+    seen, t0 = [], time.time()
+    while time.time() - t0 < timeout:
+        try:
+            msg = kc.get_iopub_msg(timeout=0.2)
+        except queue.Empty:
+            continue
+        seen.append(msg)
+        if want(msg):
+            return seen
+    raise AssertionError(f"not seen within {timeout} s: {[m['msg_type'] for m in seen]}")
+
+
+def text_of(msg) -> str:
+    c = msg["content"]
+    return c.get("text", "") or c.get("data", {}).get("text/plain", "") or "\n".join(c.get("traceback", []))
+
+
+def reply(kc, msg_id: str, timeout: float) -> dict | None:
+    import queue
+    import time
+
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        try:
+            r = kc.get_shell_msg(timeout=0.1)
+        except queue.Empty:
+            continue
+        if r["parent_header"].get("msg_id") == msg_id:
+            return r
+    return None
+
+
+def test_learner_choice_cell_waits_for_the_pick_and_runs_on(kernel):
+    """Run All in a real kernel: the learner copy's choice cell draws the widget and one line and keeps
+    running; the next cell waits behind it; the front-end's pick (the comm message anywidget sends)
+    reaches the kernel meanwhile, is saved, and the run goes on. Re-run with the guess saved, it does
+    not wait. An interrupt ends a wait with one line and stops the run; NORMLAB_PREDICT_WAIT=0 (the
+    runners) never waits. (~2 s of CPU: one kernel.)"""
+    from normlab.widgets import predict
+
+    km, kc, store = kernel
+    ask = kc.execute(P.learner_ask_source("01", "depth-std"))
+    after = kc.execute("print('the experiment ran')")
+    seen = until(kc, lambda m: m["msg_type"] == "display_data" and predict.WAITING in text_of(m))
+    (comm,) = [m["content"]["comm_id"] for m in seen if m["msg_type"] == "comm_open"
+               and m["content"]["data"].get("state", {}).get("spec", {}).get("key") == "01.depth-std"]
+    assert reply(kc, ask, 1.0) is None and not store.exists()          # still waiting, the next cell too
+    assert not any("the experiment ran" in text_of(m) for m in seen)
+    kc.shell_channel.send(kc.session.msg("comm_msg", {"comm_id": comm, "data": {
+        "method": "update", "state": {"controls": {"choice": "B"}}, "buffer_paths": []}}))
+    seen = until(kc, lambda m: "the experiment ran" in text_of(m))
+    assert any(predict.RUNNING_ON.format(choice="B") in text_of(m) for m in seen if m["msg_type"] == "update_display_data")
+    assert reply(kc, ask, 10)["content"]["status"] == "ok"
+    assert json.loads(store.read_text(encoding="utf-8"))["guesses"]["01.depth-std"]["choice"] == "B"
+    again = kc.execute(P.learner_ask_source("01", "depth-std"))            # answered: no wait
+    assert reply(kc, again, 10)["content"]["status"] == "ok"
+    # an interrupt while waiting: one line, no traceback; the queued cell does not run
+    ask = kc.execute(P.learner_ask_source("01", "typical-gain"))
+    after = kc.execute("print('must not run')")
+    until(kc, lambda m: m["msg_type"] == "display_data" and predict.WAITING in text_of(m))
+    km.interrupt_kernel()
+    r = reply(kc, ask, 10)
+    assert r["content"]["status"] == "error" and r["content"]["ename"] == "PredictionPending"
+    seen = until(kc, lambda m: m["msg_type"] == "error")
+    assert seen[-1]["content"]["traceback"] == [predict.INTERRUPTED]
+    assert reply(kc, after, 10)["content"]["status"] == "aborted"
+    # a runner's setting: draws the widget, waits for nothing, saves nothing
+    done = kc.execute(f"import os; os.environ['{P.WAIT_ENV}'] = '0'\n" + P.learner_ask_source("01", "lesion"))
+    assert reply(kc, done, 10)["content"]["status"] == "ok"
+    assert set(json.loads(store.read_text(encoding="utf-8"))["guesses"]) == {"01.depth-std"}
