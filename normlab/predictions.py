@@ -54,7 +54,11 @@ WAIT_ENV = "NORMLAB_PREDICT_WAIT"            # "0": an unanswered prompt does no
 # JupyterLab shows of a collapsed cell (its first line), and how web/predict.js finds the cells to open.
 ASK_LINE = "# 先想一想 (predict first)：运行这一格，在它下面选一个预测；选好之前，下面的实验不会运行。"
 HIDDEN_LINE = "# 这一格的代码在你预测之后展开 (this code opens after your guess)"
-HIDDEN_MD_LINE = "<!-- 这一段在你预测之后展开 (this text opens after your guess) -->"   # invisible once opened
+# The discussion right after an answer fold, in the learner copy: a fold of its own, locked like the
+# answer (its summary carries the prompt's marker, plus DISCUSSION_CLASS). Not a collapsed cell:
+# JupyterLab's Run All renders every markdown cell and un-collapses it.
+DISCUSSION_CLASS = "nl-discussion"
+DISCUSSION_SUMMARY = "接着读：结果的讨论 (read on after your guess)"
 ASK_CALL = re.compile(r'predict\.ask\("(\d+)", "([^"]+)"\)')
 ANSWER_CLASS = "nl-answer-for"               # every tagged answer fold's marker; plus answer_class(key)
 # An answer fold's summary, with the marker an earlier export put there (replaced, not doubled).
@@ -224,26 +228,33 @@ def _is_discussion(cell) -> bool:
             and not prompt_texts(cell.source))
 
 
+def discussion_fold(text: str, key: str) -> str:
+    """A discussion of a result, shut until the prompt ``key`` has a guess (web/predict.js opens it then)."""
+    marker = f'<span class="{ANSWER_CLASS} {answer_class(key)} {DISCUSSION_CLASS}"></span>'
+    return f'<details class="{DISCUSSION_CLASS}"><summary>{DISCUSSION_SUMMARY}{marker}</summary>\n\n{text}\n\n</details>'
+
+
 def learner_layout(nb):
     """The learner copy's prompts (module docstring): each choice cell waits for the guess, shows only
     its first line (ASK_LINE) and a saved list of the choices; the code cells after it, up to its
     answer fold (the markdown cell with its marker; or the next prompt), are collapsed and start with
-    HIDDEN_LINE; so is the markdown cell right after the fold when it only discusses the result (it
-    starts with HIDDEN_MD_LINE, an HTML comment). Cells are neither added nor removed (nbval_book maps
-    cells by position). Idempotent."""
+    HIDDEN_LINE; the markdown cell right after the fold, when it only discusses the result, becomes a
+    fold locked like the answer (``discussion_fold``). Cells are neither added nor removed (nbval_book
+    maps cells by position). Idempotent."""
     import nbformat
 
-    pending, after_fold = None, False
+    pending, pending_key, after_fold = None, "", False
     for cell in nb.cells:
         if PREDICT_TAG in cell.get("metadata", {}).get("tags", []):
             lesson, pid = ASK_CALL.search(cell.source).groups()
             cell.source = learner_ask_source(lesson, pid)
             _collapse(cell)
             cell.outputs = [nbformat.from_dict(choices_preview(entry(lesson, pid)))]
-            pending, after_fold = answer_class(f"{lesson}.{pid}"), False
+            pending_key = f"{lesson}.{pid}"
+            pending, after_fold = answer_class(pending_key), False
         elif after_fold:
-            if _is_discussion(cell):
-                _collapse(cell, HIDDEN_MD_LINE)
+            if _is_discussion(cell) and DISCUSSION_CLASS not in cell.source:
+                cell.source = discussion_fold(cell.source, pending_key)
             after_fold = False
         elif pending and cell.cell_type == "markdown":
             after_fold = pending in cell.source and not re.search(r"</details>\s*\S", cell.source)

@@ -41,10 +41,12 @@ __all__ = ["Ask", "Summary", "PredictionPending", "ask", "summary"]
 
 TITLE = "你的预测 (your prediction)"
 SUMMARY_TITLE = "这一课的预测 (your predictions in this lesson)"
-WAITING = "⏸ 运行停在这里：先在上面选一个预测，选好后接着运行下面的实验。(paused: pick a guess above; the run goes on after it)"
-RUNNING_ON = "▶ 已记录 ({choice})，接着运行。(guess saved: running on)"
-STOPPED = "⏸ 运行停在这个预测题：先在上面选一个预测，再运行下面的格子（Run ▸ Run Selected Cell and All Below）。(stopped at a prompt: pick a guess, then run on)"
-INTERRUPTED = "⏸ 已中断 (interrupted)：这个预测题还没有选；选好之后再运行下面的格子。(no guess yet)"
+# One line each (no emoji: a system without an emoji font shows a box).
+WAITING = "运行停在这里 (paused)：先在上面选一个预测，选好后接着运行下面的实验。(pick a guess above; the run goes on after it)"
+RUNNING_ON = "已记录 ({choice})，接着运行。(guess saved: running on)"
+STOPPED = ("运行停在这个预测题 (stopped)：先在上面选一个预测，再运行下面的格子（Run → Run Selected Cell and All Below）。"
+           "(pick a guess, then run on)")
+INTERRUPTED = "已中断 (interrupted)：这个预测题还没有选；选好之后再运行下面的格子。(no guess yet)"
 POLL_S = 0.1
 
 
@@ -104,7 +106,7 @@ class Ask(web_host.WebWidget):
                 "control_order": ["choice"],
                 "options": [{"key": k, "text": t} for k, t in zip(e["keys"], e["options"])],
                 "answer": e["answer"],            # for the verdict an opened fold shows (the fold holds the answer too)
-                "hidden_line": data.HIDDEN_LINE, "hidden_md_line": data.HIDDEN_MD_LINE, "ask_line": data.ASK_LINE,
+                "hidden_line": data.HIDDEN_LINE, "ask_line": data.ASK_LINE, "discussion_class": data.DISCUSSION_CLASS,
                 "storage_key": data.STORAGE_KEY,
                 "where_live": _where(), "where_grid": "这个浏览器 (localStorage)"}
 
@@ -162,7 +164,7 @@ class Ask(web_host.WebWidget):
             if main:
                 signal.signal(signal.SIGINT, old if old is not None else signal.default_int_handler)
         if not self._picked:
-            line.update({"text/plain": INTERRUPTED}, raw=True)
+            line.update({"text/plain": ""}, raw=True)          # the error says it, once
             raise PredictionPending(INTERRUPTED)
         line.update({"text/plain": RUNNING_ON.format(choice=self._picked)}, raw=True)
         return None

@@ -23,8 +23,8 @@
 // JupyterLab's collapsed-input placeholder shows. Once the prompt has a guess (the kernel's reply to a
 // pick, or a saved guess when the widget is drawn) openExperiment clicks those placeholders open: the
 // next cells from the widget's .jp-Cell up to the cell holding the fold's marker (or the next choice
-// cell), and the discussion cell right after the fold (it starts with spec.hidden_md_line); nothing
-// outside JupyterLab. An opened fold says whether the guess was right (.nl-answer-verdict).
+// cell); and it opens the discussion after the fold, which the learner copy wraps in a fold of its own
+// (its marker also has spec.discussion_class; locked like the answer until then). An opened fold says whether the guess was right (.nl-answer-verdict).
 //
 // Events for a class poll (issue 39), both CustomEvents:
 //   "normlab:guess"  dispatched on the widget's element when the learner picks (bubbles);
@@ -65,7 +65,7 @@ function answers() { return (window.__normlabAnswers = window.__normlabAnswers |
 function showVerdict(fold) {             // an opened, marked fold says whether the guess on the page was right
   const summary = fold.querySelector(":scope > summary");
   const marker = summary ? summary.querySelector(`:scope > .${NL_ANSWER}`) : null;
-  if (!marker) return;
+  if (!marker || marker.classList.contains("nl-discussion")) return;   // a verdict on the answer only
   const ask = Array.from(document.querySelectorAll(".nl-pr-ask[data-key]"))
     .find((w) => marker.classList.contains(answerClass(w.dataset.key)) && w.dataset.choice);
   const old = summary.querySelector(":scope > .nl-answer-verdict");
@@ -133,27 +133,25 @@ function setLock(root, key, shut) {
   }
 }
 
-function openExperiment(el, spec) {      // JupyterLab: open the cells the learner copy collapsed (header)
+function openExperiment(el, spec) {      // JupyterLab: open what the learner copy shut until the guess (header)
+  const disc = spec.discussion_class ? `.${CSS.escape(spec.discussion_class)}` : null;
+  const mark = `.${CSS.escape(answerClass(spec.key))}`;
+  if (disc) {
+    for (const m of document.querySelectorAll(`${mark}${disc}`)) {
+      const fold = m.parentElement && m.parentElement.parentElement;
+      if (fold && fold.tagName === "DETAILS") fold.open = true;
+    }
+  }
   const cell = el.closest ? el.closest(".jp-Cell") : null;
   if (!cell || !spec.hidden_line) return 0;
-  const mark = `.${CSS.escape(answerClass(spec.key))}`;
-  const placeholder = (c) => {
-    const text = c.querySelector(":scope .jp-InputPlaceholder .jp-PlaceholderText");
-    return text ? { line: text.textContent.trim(), open: () => text.closest(".jp-InputPlaceholder").click() } : null;
-  };
   let opened = 0;
   for (let c = cell.nextElementSibling; c; c = c.nextElementSibling) {
     if (!c.classList.contains("jp-Cell")) continue;
-    const p = placeholder(c);
-    if (c.querySelector(mark)) {                           // the fold: then the discussion right after it
-      let next = c.nextElementSibling;
-      while (next && !next.classList.contains("jp-Cell")) next = next.nextElementSibling;
-      const q = next ? placeholder(next) : null;
-      if (q && q.line === spec.hidden_md_line) { q.open(); opened += 1; }
-      break;
-    }
-    if (c.querySelector(".nl-pr-ask") || (p && p.line === spec.ask_line)) break;   // the next prompt
-    if (p && p.line === spec.hidden_line) { p.open(); opened += 1; }
+    if (c.querySelector(mark) || c.querySelector(".nl-pr-ask")) break;     // the fold, or the next prompt
+    const text = c.querySelector(":scope .jp-InputPlaceholder .jp-PlaceholderText");
+    const line = text ? text.textContent.trim() : "";
+    if (line === spec.ask_line) break;
+    if (line === spec.hidden_line) { text.closest(".jp-InputPlaceholder").click(); opened += 1; }
   }
   return opened;
 }
