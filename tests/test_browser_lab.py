@@ -407,13 +407,16 @@ def first_prompts_notebook(folder: Path) -> tuple[str, list[dict]]:
 
     nb = learner("01")
     asks = [i for i, c in enumerate(nb.cells) if P.PREDICT_TAG in c.metadata.get("tags", [])]
-    cells, shown = nb.cells[:asks[1] + 1], [P.entry("01", "depth-std"), P.entry("01", "typical-gain")]
+    cells = [c for c in nb.cells[:asks[1] + 1] if "GradFlow(" not in c.source]      # (its widget: no part of this)
+    shown = [P.entry("01", "depth-std"), P.entry("01", "typical-gain")]
     for lesson in ("02", "03", "04", "05", "06", "07", "08", "09"):
         other = learner(lesson).cells
         i = next(i for i, c in enumerate(other) if P.PREDICT_TAG in c.metadata.get("tags", []))
         key = P.ASK_CALL.search(other[i].source).groups()
         fold = next(j for j in range(i, len(other)) if P.answer_class(".".join(key)) in other[j].source)
-        cells += other[i - 1:fold + 1]
+        prompt = other[i - 1]                    # its cell from the prompt's paragraph on (less to typeset)
+        prompt.source = prompt.source[prompt.source.index(P.MARK):]
+        cells += [prompt] + other[i:fold + 1]
         shown.append(P.entry(*key))
     solution = nbformat.read(folder / "01_residuals.ipynb", 4).cells
     control = solution[next(i for i, c in enumerate(solution) if P.PREDICT_TAG in c.metadata.get("tags", [])) + 1]
@@ -469,7 +472,7 @@ def asks_then_runs_on(page, lab, artifacts: Path) -> None:
     control.scroll_into_view_if_needed()
     page.wait_for_timeout(300)
     code = panel.evaluate(IN_VIEW_CODE)
-    assert len(code) == 4 and "expect(" in code[-1], code          # setup, imports, 01's widget cell; the control
+    assert len(code) == 3 and "expect(" in code[-1], code          # setup, imports; the control
     assert not any("expect(" in c or "predict" in c for c in code[:-1]), code
     # 2. Run All stops at the first prompt, before its experiment, and says so in one line
     page.click(".lm-MenuBar-itemLabel:text-is('Run')")
