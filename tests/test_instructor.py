@@ -174,24 +174,15 @@ def test_recorded_numbers_in_the_guide_hold_on_the_lessons_record(lesson):
     """A number the guide quotes with a ``<!--rec KEY FORM-->`` marker holds for every recorded run of
     that lesson's record (the check the notebooks' prose gets in tests/test_record.py), and the prose
     before an X..Y marker quotes X and Y."""
-    from test_record import MARKER, load_record, marker_problem, values_of
+    from test_record import MARKER, load_record, markers_problems
 
     text = lesson_sections(GUIDE.read_text(encoding="utf-8"))[lesson]
-    markers = list(MARKER.finditer(text))
+    markers = [(m.group(1), m.group(2), text[max(0, m.start() - 40): m.start()]) for m in MARKER.finditer(text)]
     if not markers:
         pytest.skip("no <!--rec--> marker in this section")
     rec = load_record(notebook(lesson).stem)
     assert rec is not None, f"{lesson}: the guide quotes recorded numbers but the lesson has no record"
-    problems = []
-    for m in markers:
-        key, form, before = m.group(1), m.group(2), text[max(0, m.start() - 40): m.start()]
-        vals = values_of(rec, key)
-        why = marker_problem(form, vals) if vals else "not in the lesson's record"
-        if why:
-            problems.append(f"{key} {form}: {why}")
-        a, sep, b = form.partition("..")
-        if sep and not (a in before and b in before):
-            problems.append(f"{key}: the text before the marker should quote the range {a}–{b}")
+    problems = markers_problems(rec, markers)
     assert not problems, f"instructor.md, lesson {lesson}:\n" + "\n".join(problems)
 
 
