@@ -257,7 +257,7 @@ def test_eval_without_gamma_beta_is_named_not_told_to_normalise():
     assert "eval_mode" not in report.ids()
     # the same diagnosis still names what the code does NOT do: eps left out (and γ/β kept)
     _, impl = _load("bn_eval_no_eps")
-    f = next(f for f in drills.check("batchnorm", impl).failed if f.id == "eval_mode")
+    f = next(f for f in drills.check("batchnorm", impl).failed if f.id == "eval_eps_missing")
     assert "少了 ε" in f.message and "γ" not in f.message
 
 

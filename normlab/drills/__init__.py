@@ -67,6 +67,7 @@ from __future__ import annotations
 import torch
 
 from . import progress
+from .checks import keepdim
 from .checks import (backward_checks, block_checks, bn_checks, deepnorm_constant_checks, deepnorm_init_checks,
                      deepnorm_residual_checks, dyt_checks, ln_checks)
 from .progress import CARDS, DEFINES, TARGETS, record_progress, start
@@ -109,6 +110,7 @@ def check(kind: str, impl, level: str = "interview", record: bool | None = None)
     # The probes are tiny tensors: one thread. With two, torch's CPU batch_norm took ~0.15 s a call
     # on the course machine (thread wake-ups), 20 000x its one-thread time.
     torch.set_num_threads(1)
+    keepdim.CURRENT.update(kind=kind, impl=impl)        # a broadcast error is said for this card and this source
     try:
         KINDS[kind](impl, findings)
     except SubmissionError as err:   # a timeout stops the checks: keep what was found so far
@@ -119,6 +121,7 @@ def check(kind: str, impl, level: str = "interview", record: bool | None = None)
                                                   f"{type(err).__name__}: {err}"))
     finally:
         torch.set_num_threads(threads)
+        keepdim.CURRENT.update(kind=None, impl=None)
     report = Report(kind, findings, level=level, target=progress.TARGETS[kind])
     recording = progress.wants(kind, record)
     report.elapsed, report.clock_running = progress.lap(kind, report.passed_at(), shared=recording)

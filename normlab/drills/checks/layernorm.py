@@ -10,7 +10,8 @@ import torch
 from ..report import Finding, SubmissionError
 from .diagnosis import affine_findings, as_findings, property_findings
 from .formulas import FIXED_EPS, Formula, Probe, deviation_findings, imprecise, search
-from .messages import KEEPDIM, PRECISION, is_broadcast_error
+from .keepdim import broadcast_finding, shapes_text
+from .messages import PRECISION, is_broadcast_error
 from .probes import (KIND_WORDS, PROD, Builder, _raised, close, fail, find_bias, find_gain, is_timeout, ok, output_of,
                      set_tensor, step, tensor_kind)
 from .properties import measure_module
@@ -239,7 +240,15 @@ def _ln_layout(build, rms, kind, g, D, out) -> bool | None:
     text = next(iter(errors.values()))
     if is_broadcast_error(text):
         square = _ln_square(build, rms, g, D)
-        out.append(fail("keepdim_missing", KEEPDIM + f"。(B, T, D) 输入报错：{text[:120]}", *square))
+        try:
+            shapes = shapes_text(build(D), (2, 5, D))
+        except SubmissionError:
+            shapes = ""
+        f = broadcast_finding(text, shapes=shapes)
+        if f.id == "keepdim_missing":
+            f.message += f"。(B, T, D) 输入报错：{text[:120]}"
+            f.example = fail("", "", *square).example
+        out.append(f)
         if len(errors) == 2:
             return None
     if len(errors) == 2:
