@@ -40,7 +40,7 @@ from datetime import datetime
 from pathlib import Path
 
 from .console import encodable, say
-from .report import mmss
+from .report import NO_PRODUCTION_LEVEL, mmss
 
 FILE_VARIABLE = "NORMLAB_DRILLS_FILE"
 FORMAT = "normlab-drills-progress/1"
@@ -76,8 +76,7 @@ CARDS: dict[str, tuple[str, tuple[str, ...], int]] = {
 CARD_OF = {kind: card for card, (_, kinds, _) in CARDS.items() for kind in kinds}
 TARGETS = {kind: CARDS[card][2] for kind, card in CARD_OF.items()}
 # Kinds whose checks are all at the interview level: the production column shows "—" for them.
-NO_PRODUCTION_CHECKS = {"prenorm_block", "postnorm_block", "deepnorm_constants", "deepnorm_residual",
-                        "deepnorm_init", "dyt"}
+NO_PRODUCTION_CHECKS = NO_PRODUCTION_LEVEL
 
 # What a card's file must define, per kind: (the name, its signature, what the checker looks for).
 # The command line's --help and start print it; notebook 08's card tasks state the same.

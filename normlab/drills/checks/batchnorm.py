@@ -172,7 +172,7 @@ def _bn_train(build, C, rank, g, out):
             out.append(fail(id, f"输出形状应为 {tuple(x.shape)}，实际 {tuple(got.shape)}", x0, exp, got))
             return False
         probes.append(Probe(f"step{k + 1}", x.double(), wv.double().reshape(shp), bv.double().reshape(shp), 1e-5,
-                            got.detach().double(), exp, x0))
+                            got.detach().double(), exp, x0, raw=got.detach()))
         seen.append(_stats(mod, C))
         xs.append(x.double())
     bad = [p for p in probes if not close(p.got, p.expected)]
@@ -188,17 +188,17 @@ def _bn_train(build, C, rank, g, out):
         else:
             p = bad[0]
             err = imprecise(probes)
-            named = [fail("precision", PRECISION.format(err=err), p.x_in, p.expected, p.got)] if err is not None else \
+            named = [fail("precision", PRECISION.format(err=err), p.x_in, p.expected, p.shown)] if err is not None else \
                 _bn_properties(build, C, rank, g)
             if named:
-                named[0].example = fail("", "", p.x_in, p.expected, p.got).example
+                named[0].example = fail("", "", p.x_in, p.expected, p.shown).example
                 out.extend(named)
                 _bn_running(seen, xs, C, rank, out, _stat_names(mod, C))
                 return False
             nonfinite = not torch.isfinite(p.got).all()
             out.append(fail(id, ("输出里有 NaN 或 inf：检查分母和 ε" if nonfinite else
                                  f"训练模式输出与 F.batch_norm 不一致 ({LAYOUT[rank]}，第 {probes.index(p) + 1} 步)"),
-                            p.x_in, p.expected, p.got))
+                            p.x_in, p.expected, p.shown))
     else:
         out.append(ok(id, f"训练模式 {LAYOUT[rank]}：3 步（|x| 1e-3…30）输出与 F.batch_norm 一致"))
     _bn_running(seen, xs, C, rank, out, _stat_names(mod, C))
