@@ -25,6 +25,8 @@ Kinds and what ``impl`` is (signatures mirror torch.nn):
     "layernorm_backward"  f(grad_out, x, weight, eps) -> (grad_x, grad_weight, grad_bias), last dim
     "batchnorm_backward"  the same signature, (N, C) in training mode
     "rmsnorm_backward"    f(grad_out, x, weight, eps) -> (grad_x, grad_weight)
+    "groupnorm"           class GroupNorm(num_groups, num_channels, eps=1e-5): weight, bias (C,); (N, C, H, W)
+    "groupnorm_backward"  f(grad_out, x, weight, num_groups, eps) -> (grad_x, grad_weight, grad_bias), (N, C, H, W)
     "deepnorm_constants"  f(arch, N, M) -> (alpha, beta), arch in encoder / decoder /
                           encdec_encoder / encdec_decoder (Wang et al. 2022 §4.3)
     "deepnorm_residual"   f(x, fx, alpha) -> LN(alpha * x + fx)   (LN without affine, last dim)
@@ -68,7 +70,7 @@ import torch
 
 from . import progress
 from .checks import keepdim
-from .checks import (backward_checks, block_checks, bn_checks, deepnorm_constant_checks, deepnorm_init_checks,
+from .checks import (backward_checks, block_checks, bn_checks, gn_checks, deepnorm_constant_checks, deepnorm_init_checks,
                      deepnorm_residual_checks, dyt_checks, ln_checks)
 from .progress import CARDS, DEFINES, TARGETS, record_progress, start
 from .report import LEVELS, Finding, Report, SubmissionError
@@ -80,6 +82,8 @@ KINDS = {
     "layernorm_backward": lambda fn, out: backward_checks(fn, "layernorm", out),
     "batchnorm_backward": lambda fn, out: backward_checks(fn, "batchnorm", out),
     "rmsnorm_backward": lambda fn, out: backward_checks(fn, "rmsnorm", out),
+    "groupnorm": gn_checks,
+    "groupnorm_backward": lambda fn, out: backward_checks(fn, "groupnorm", out),
     "deepnorm_constants": deepnorm_constant_checks,
     "deepnorm_residual": deepnorm_residual_checks,
     "deepnorm_init": deepnorm_init_checks,

@@ -234,7 +234,9 @@ class Report:
         parts = []
         for lv in LEVELS:
             n = len(failures(self.findings, (lv,)))
-            if n == 0 and lv == "production" and not self.passed:
+            if lv == "production" and self.kind in NO_PRODUCTION_LEVEL:
+                parts.append(f"{LEVEL_NAME[lv]} —")
+            elif n == 0 and lv == "production" and not self.passed:
                 parts.append(f"{LEVEL_NAME[lv]} ✗（先修正公式）")
             elif lv == "production" and not any(f.level == lv for f in self.findings):
                 parts.append(f"{LEVEL_NAME[lv]} —")
@@ -251,7 +253,9 @@ class Report:
             what = ("公式与语义 (formula and semantics)" if lv == "interview"
                     else "可直接替换 torch 模块 (drop-in for the torch module)")
             head = f"{LEVEL_NAME[lv]} ({lv})"
-            if bad:
+            if lv == "production" and self.kind in NO_PRODUCTION_LEVEL:
+                lines.append(f"{head} — 这类练习没有{LEVEL_NAME[lv]} (no {lv} level for this kind)")
+            elif bad:
                 lines.append(f"{head} ✗ {what}：{len(bad)} 项未通过：{'; '.join(bad)}")
             elif lv == "production" and not self.passed:
                 lines.append(f"{head} ✗ {what}：先修正面试级的错误（公式不对时不再重复比较数值）")
