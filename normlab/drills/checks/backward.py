@@ -40,6 +40,7 @@ BW_ROLES = {"grad": ("grad_out", "grad_output", "dout", "dy", "grad_y", "g", "up
             "groups": ("num_groups", "groups", "group", "n_groups", "ngroups"),
             "eps": ("eps", "epsilon")}
 CARD_ORDER = {"groupnorm": ["grad", "x", "weight", "groups", "eps"]}
+CARD_WORDS = {"grad": "grad_out", "x": "x", "weight": "weight", "bias": "bias", "groups": "num_groups", "eps": "eps"}
 
 
 def _bw_args(fn, values: dict, which_norm: str, out):
@@ -48,10 +49,12 @@ def _bw_args(fn, values: dict, which_norm: str, out):
     order = CARD_ORDER.get(which_norm, ["grad", "x", "weight", "eps"])
     card = tuple(values[r] for r in order)
     try:
-        params = [p for p in inspect.signature(fn).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        every = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
         return card
+    if any(p.kind == p.VAR_POSITIONAL for p in every):
+        return card                     # f(grad_out, x, weight, *rest): the card's order
+    params = [p for p in every if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     roles = []
     for p in params:
         role = "groups" if p.name == "G" else next((r for r, names in BW_ROLES.items() if p.name.lower() in names), None)
@@ -64,7 +67,8 @@ def _bw_args(fn, values: dict, which_norm: str, out):
         return card
     if not any(f.id == "signature" for f in out):
         out.append(fail("signature", f"参数顺序是 ({', '.join(p.name for p in params[:len(roles)])})：本卡片约定 "
-                        f"({', '.join(order)})，按参数名对应着检查 (arguments matched by name)", level=PROD))
+                        f"({', '.join(CARD_WORDS[r] for r in order)})，按参数名对应着检查 (arguments matched by name)",
+                        level=PROD))
     return tuple(values[r] for r in roles)
 
 

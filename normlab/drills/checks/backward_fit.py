@@ -35,8 +35,7 @@ def _terms(p: dict, geo: Geometry, variant: dict[str, str]) -> dict[str, torch.T
     rd, rm = r["d"][1], r["m"][1]
     terms = {"dout": rd * gh, "dout_no_gamma": rd * gy, "var_s": r_v * xh * geo.mean_s(gh * xh),
              "var_o": r_v * xh * geo.mean_o(gh * xh), "var_elem": r_v * xh * gh * xh}
-    if geo.center:
-        terms.update(mean_s=rm * geo.mean_s(gh), mean_o=rm * geo.mean_o(gh))
+    terms.update(mean_s=rm * geo.mean_s(gh), mean_o=rm * geo.mean_o(gh))      # RMSNorm: expected 0 (an extra term)
     if geo.norm != "batchnorm":          # γ varies inside a statistic's group: pulling it out changes the value
         terms["var_s_gamma_out"] = r_v * xh * wb * geo.mean_s(gy * xh)
         if geo.center:
