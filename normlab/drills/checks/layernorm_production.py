@@ -9,6 +9,17 @@ from .probes import PROD, close, fail, find_bias, find_gain, ok, output_of, set_
 from .references import _ln_reference
 
 
+def _identity_affine(mod, D, rms):
+    """γ = 1 and β = 0, whatever the module set them to (an uninitialised γ included)."""
+    gname, w = find_gain(mod, D)
+    if w is not None:
+        set_tensor(w, torch.ones(D))
+    if not rms:
+        bname, b = find_bias(mod, D, gname)
+        if b is not None:
+            set_tensor(b, torch.zeros(D))
+
+
 def _in_half(x, eps, rms):
     """The norm computed in x's own half dtype, without an upcast (what "no float32 upcast" produces)."""
     num = x if rms else x - x.mean(-1, keepdim=True)
@@ -26,13 +37,7 @@ def _ln_half(build, rms, eps, g, dt, scale, id, shape, out):
     uninitialised γ was once told it lacked an upcast)."""
     D = shape[-1]
     mod = build(D, eps=eps)
-    gname, w = find_gain(mod, D)
-    if w is not None:
-        set_tensor(w, torch.ones(D))
-    if not rms:
-        bname, b = find_bias(mod, D, gname)
-        if b is not None:
-            set_tensor(b, torch.zeros(D))
+    _identity_affine(mod, D, rms)
     if hasattr(mod, "to"):
         mod = mod.to(dt)          # the whole layer in half precision, as model.half() does
     x = (torch.randn(shape, generator=g) * scale).to(dt)
@@ -61,13 +66,7 @@ def _ln_default_eps(build, rms, g, shape, out):
     report says which one it found."""
     D = shape[-1]
     mod = build(D)
-    gname, w = find_gain(mod, D)
-    if w is not None:
-        set_tensor(w, torch.ones(D))
-    if not rms:
-        bname, b = find_bias(mod, D, gname)
-        if b is not None:
-            set_tensor(b, torch.zeros(D))
+    _identity_affine(mod, D, rms)
     x = torch.randn(shape, generator=g) * (3e-3 if not rms else 3e-4)
     got = output_of(mod, x).detach().double()
     xd = x.double()
