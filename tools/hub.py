@@ -1,6 +1,8 @@
 """A real JupyterHub on 127.0.0.1 for the course's tests and its class-size measurement (issue 29).
 
-    python3 tools/hub.py sizing --learners 1 2 4     # lesson 01 Run All by K learners at once -> a table
+    python3 tools/hub.py sizing --learners 1 2 4     # lesson 01 Run All by K learners at once
+    python3 tools/hub.py idle --learners 3           # the memory of an idle learner's server
+    (both update the "measured" part of deploy/sizing.json; class_sizes() turns it into machines)
 
 Configuration at the top, one class that starts and stops the hub, and the three things a test does
 with it: start a learner's server, log a learner in (cookie) or give them a token, and run code in a
@@ -316,6 +318,54 @@ def lesson_cells(home: Path, notebook: str) -> list[str]:
     return cells
 
 
+def server_rss_mb(state_dir: Path) -> list[float]:
+    """Resident memory of each learner's server (jupyterhub-singleuser, its kernels not counted): the
+    processes whose working directory is under state_dir (Linux /proc)."""
+    root, out = str(Path(state_dir).resolve()), []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+            if "singleuser" in cmd and "ipykernel" not in cmd and os.readlink(proc / "cwd").startswith(root):
+                rss = next(line for line in (proc / "status").read_text().splitlines() if line.startswith("VmRSS"))
+                out.append(round(int(rss.split()[1]) / 1024, 1))
+        except (OSError, StopIteration, ValueError):
+            pass
+    return sorted(out)
+
+
+def idle_servers(n: int, state_dir: Path, settle: float = 10.0) -> list[float]:
+    """n learners' servers started and left idle for `settle` seconds: each one's resident memory (MB)."""
+    with Hub(state_dir) as hub:
+        names = [f"learner{i}" for i in range(n)]
+        for name in names:
+            hub.add_learner(name)
+            hub.start_server(name)
+        time.sleep(settle)
+        return server_rss_mb(state_dir)
+
+
+SIZES, MODES = (20, 40, 100), ("lockstep", "self-paced")
+
+
+def class_sizes(sizing: dict) -> list[dict]:
+    """The machine a class needs, from deploy/sizing.json: for 20, 40 and 100 learners, lockstep (everybody
+    runs the same cell at once) and self-paced (rule["self_paced_computing_share"] of them at once).
+    Cores: the learners computing at once, rule["learners_per_core"] to a core (the measured K / C slope),
+    plus the system's; memory: each learner's guarantee (one server + one lesson kernel, measured) plus
+    the system's."""
+    import math
+
+    rule, rows = sizing["rule"], []
+    per_learner_gb = float(rule["memory_guarantee"].rstrip("M")) / 1000
+    for n in SIZES:
+        for mode in MODES:
+            computing = n if mode == "lockstep" else math.ceil(n * rule["self_paced_computing_share"])
+            cores = math.ceil(computing / rule["learners_per_core"]) + rule["system_cores"]
+            rows.append({"learners": n, "mode": mode, "cores": cores,
+                         "memory_gb": math.ceil(n * per_learner_gb + rule["system_gb"])})
+    return rows
+
+
 def sizing(learners: list[int], state_dir: Path, notebook: str = "01_residuals.ipynb") -> list[dict]:
     """K learners run `notebook` at the same moment, each in their own kernel on the hub: wall time per
     learner and each kernel's peak resident memory."""
@@ -351,17 +401,28 @@ def main(argv: list[str]) -> int:
     s = sub.add_parser("sizing", help="K learners run lesson 01 at once")
     s.add_argument("--learners", type=int, nargs="+", default=[1, 2, 4])
     s.add_argument("--notebook", default="01_residuals.ipynb")
-    s.add_argument("--out", default=str(ROOT / "build" / "hub_sizing.json"))
+    i = sub.add_parser("idle", help="the resident memory of N idle learners' servers")
+    i.add_argument("--learners", type=int, default=3)
+    for p in (s, i):
+        p.add_argument("--out", default=str(ROOT / "deploy" / "sizing.json"),
+                       help="the sizing file whose 'measured' part is updated (its 'rule' is kept)")
     args = ap.parse_args(argv)
     why = available()
     if why:
         print(why)
         return 2
+    out = Path(args.out)
+    data = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {"measured": {}, "rule": {}}
+    data["measured"]["cpu_count"] = os.cpu_count()
     with tempfile.TemporaryDirectory(prefix="normlab-hub-") as tmp:
-        rows = sizing(args.learners, Path(tmp), args.notebook)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"cpu_count": os.cpu_count(), "rows": rows}, indent=1), encoding="utf-8")
-    print(f"written {args.out}")
+        if args.cmd == "sizing":
+            data["measured"]["rows"] = sizing(args.learners, Path(tmp), args.notebook)
+        else:
+            data["measured"]["server_idle_mb"] = idle_servers(args.learners, Path(tmp))
+            print(f"idle servers: {data['measured']['server_idle_mb']} MB")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"written {out}")
     return 0
 
 
