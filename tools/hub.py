@@ -118,11 +118,16 @@ class Hub:
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
         self.log_path = self.state / "hub.log"
-        (self.state / "jupyterhub_config.py").write_text(CONFIG.format(
+        self.proxy_token = secrets.token_hex(16)
+        self.env: dict[str, str] = {}                   # more environment for the hub (a subclass's)
+        (self.state / "jupyterhub_config.py").write_text(self.config(), encoding="utf-8")
+
+    def config(self) -> str:
+        """The hub's jupyterhub_config.py (tests/test_hub_accounts.py's hub writes its own)."""
+        return CONFIG.format(
             port=self.port, hub_port=self.hub_port, proxy_api_port=self.proxy_api_port, state=self.state,
             bin=VENV_BIN, python=sys.executable, password=PASSWORD, homes=self.homes, workspace=WORKSPACE,
-            kernel_env=KERNEL_ENV, proxy_token=secrets.token_hex(16), service_token=self.service_token),
-            encoding="utf-8")
+            kernel_env=KERNEL_ENV, proxy_token=self.proxy_token, service_token=self.service_token)
 
     # ------------------------------------------------------------------------------- lifecycle
     def start(self) -> "Hub":
@@ -131,7 +136,7 @@ class Hub:
         # migrations (alembic) rebuild the venv's path through the locale's encoding, and a venv in a folder
         # named in Chinese becomes mojibake ("Path doesn't exist: .../瀛︿範 璇剧▼/..."): the hub exits.
         env.update(PYTHONUTF8="1", LC_ALL="C.UTF-8", LANG="C.UTF-8",
-                   PATH=f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}")
+                   PATH=f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}", **self.env)
         log = open(self.log_path, "a", encoding="utf-8")
         self.proc = subprocess.Popen([str(VENV_BIN / "jupyterhub"), "-f", str(self.state / "jupyterhub_config.py")],
                                      cwd=self.state, env=env, stdout=log, stderr=subprocess.STDOUT)
