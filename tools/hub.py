@@ -271,8 +271,15 @@ class Hub:
         r = requests.post(f"{base}/kernels", json={"name": "python3"}, headers=headers, timeout=60)
         assert r.status_code in (200, 201), (r.status_code, r.text[:300])
         kernel = r.json()["id"]
-        ws = websocket.create_connection(f"ws://127.0.0.1:{self.port}/user/{name}/api/kernels/{kernel}/channels",
-                                         header=[f"Authorization: token {token}"], timeout=timeout)
+        for attempt in range(3):        # a busy machine: the proxy may time out the handshake (599)
+            try:
+                ws = websocket.create_connection(
+                    f"ws://127.0.0.1:{self.port}/user/{name}/api/kernels/{kernel}/channels",
+                    header=[f"Authorization: token {token}"], timeout=timeout)
+                break
+            except websocket.WebSocketBadStatusException as err:
+                if attempt == 2 or getattr(err, "status_code", None) != 599:
+                    raise
         out, error, session, t0 = [], None, uuid.uuid4().hex, time.time()
         try:
             for code in cells:
