@@ -250,16 +250,35 @@ def test_dockerfile_pip_lines_match_the_package():
     assert Version(base) in SpecifierSet(requires)
 
 
-def test_the_instructor_sizing_table_is_the_measurement():
-    """book/instructor.md's table (K learners running lesson 01 at once through the hub) is deploy/sizing.json,
-    written by `python3 tools/hub.py sizing --learners 1 2 4` on the course's 2-core machine."""
-    import json
+def test_the_guides_sizing_is_deploy_sizing_json():
+    """book/instructor.md's class chapter is deploy/sizing.json: the measured table (K learners running lesson
+    01 at once through the hub, `python3 tools/hub.py sizing --learners 1 2 4`), the idle server's memory
+    (`tools/hub.py idle`), the rule's numbers and the machine sizes class_sizes() derives from them."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import hub as hubtool
 
     d = json.loads((DEPLOY / "sizing.json").read_text(encoding="utf-8"))
     guide = (ROOT / "book" / "instructor.md").read_text(encoding="utf-8")
-    assert sorted({r["K"] for r in d["rows"]}) == [1, 2, 4] and not any(r["error"] for r in d["rows"])
+    chapter = guide.split("### 一个班用一台服务器", 1)[1].split("\n## ", 1)[0]
+    rows, rule = d["measured"]["rows"], d["rule"]
+    assert sorted({r["K"] for r in rows}) == [1, 2, 4] and not any(r["error"] for r in rows)
     for k in (1, 2, 4):
-        rs = [r for r in d["rows"] if r["K"] == k]
+        rs = [r for r in rows if r["K"] == k]
         secs, mem = [r["seconds"] for r in rs], [r["peak_mb"] for r in rs]
         row = f"| {k} | {min(secs):.1f}–{max(secs):.1f} | {min(mem):.0f}–{max(mem):.0f} |"
-        assert row in guide, row
+        assert row in chapter, row
+    idle = d["measured"]["server_idle_mb"]
+    assert f"空闲时占 {min(idle):.0f}–{max(idle):.0f} MB" in chapter
+    # the guarantee holds what was measured: one idle server and one lesson kernel at its peak
+    kernel = max(r["peak_mb"] for r in rows)
+    assert max(idle) + kernel <= float(rule["memory_guarantee"].rstrip("M"))
+    assert f"≈ {max(idle):.0f} + {kernel:.0f} MB" in chapter
+    for text in (f"**{rule['memory_guarantee']}**", f"**{rule['memory_limit']}**",
+                 f"**每核 {rule['learners_per_core']} 个同时计算的学员**", f"limits.memory={rule['memory_limit']}"):
+        assert text in chapter, text
+    modes = {"lockstep": "跟着老师同时运行", "self-paced": "自定进度"}
+    for r in hubtool.class_sizes(d):
+        row = f"| {r['learners']} | {modes[r['mode']]} | {r['cores']} | {r['memory_gb']} |"
+        assert row in chapter, row
+        if r["mode"] == "self-paced":         # Kubernetes schedules the class on the self-paced machine
+            assert r["learners"] * rule["cpu_guarantee"] <= r["cores"] - rule["system_cores"], r
