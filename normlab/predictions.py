@@ -43,6 +43,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .predictions_data import PROMPTS
+from .private import private_dir, write_private
 
 MARK = "**先想一想**"
 PREDICT_TAG, SUMMARY_TAG = "normlab-predict", "normlab-predict-summary"
@@ -294,14 +295,14 @@ def save_guess(lesson: str, pid: str, choice: str, path: Path | None = None) -> 
     e = entry(lesson, pid)
     if choice not in e["keys"]:
         raise PredictionError(f"选项 (option) 只能是 {'、'.join(e['keys'])}，收到 {choice!r}")
+    own_folder = path is None and not os.environ.get("NORMLAB_PREDICTIONS")    # ~/.normlab
     path = path or store_path()
     guesses = load_guesses(path)
     guesses[f"{lesson}.{pid}"] = {"choice": choice, "time": time.strftime("%Y-%m-%d %H:%M:%S")}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"version": 1, "guesses": guesses}, ensure_ascii=False, indent=1), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    # owner-only (0600 in a 0700 ~/.normlab): a learner's guesses are theirs alone on a shared server
+    if own_folder:
+        private_dir(path.parent)
+    return write_private(path, json.dumps({"version": 1, "guesses": guesses}, ensure_ascii=False, indent=1))
 
 
 def score(lesson: str, guesses: dict[str, dict]) -> list[dict]:
