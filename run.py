@@ -465,7 +465,8 @@ def cmd_test(args: list[str]) -> int:
     # thread each. Two OpenMP pools of two threads on two cores spin against each other and run
     # many times slower than one thread each.
     env = dict(os.environ, MPLBACKEND="Agg", PYTHONHASHSEED="0", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
-               NORMLAB_DRILLS_FILE="off")   # test runs never write a learner's drill progress
+               NORMLAB_DRILLS_FILE="off",   # test runs never write a learner's drill progress
+               NORMLAB_PREDICT_WAIT="0")    # nor stop at a 先想一想 nobody answers (the lab tests' server does)
     # Bytecode caches (__pycache__/, ignored by git) even where PYTHONDONTWRITEBYTECODE is set: without
     # them each of the ~100 processes a run starts (kernels, command lines, servers) compiles normlab's
     # modules again, and every nested pytest rewrites its test modules' asserts again (issue 27).

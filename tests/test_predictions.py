@@ -383,14 +383,21 @@ def test_static_choices_are_kept_in_the_browser_and_scored(browser, static_page,
     assert not other.evaluate(OPEN_JS) and other.locator(".nl-answer-why").count() == 1
     own.locator("summary").click()
     assert own.evaluate(OPEN_JS) and own.locator(".body").is_visible()
+    assert own.locator(".nl-answer-verdict").get_attribute("data-result") == "right"      # the fold says so
     page.locator(".nl-pr-ask").nth(1).get_by_role("radio", name="(A)").click()   # wrong: the answer is (C)
     other.locator("summary").click()
     assert other.evaluate(OPEN_JS)
+    verdict = other.locator(".nl-answer-verdict")
+    assert verdict.get_attribute("data-result") == "wrong" and "(C)" in verdict.inner_text()
+    assert absent.locator(".nl-answer-verdict").count() == 0             # no guess on the page for it
     assert first.get_attribute("data-choice") == "B" and first.get_attribute("data-saved") == "1"
     assert "已记录 (saved)：(B)" in first.inner_text()
     assert summary.get_attribute("data-done") == "2" and summary.get_attribute("data-right") == "1"
     rows = summary.locator("tbody tr")
     assert [rows.nth(i).get_attribute("data-result") for i in range(4)] == ["right", "wrong", "none", "none"]
+    answers = [rows.nth(i).locator("td").nth(3).inner_text() for i in range(4)]    # no answer without a guess
+    assert answers[:2] == ["(B) 普通堆叠不到万分之一，残差堆叠比 1 倍还大", "(C) 缩小到百万分之一上下"]
+    assert answers[2:] == ["先预测再看 (guess first)"] * 2
     stored = json.loads(page.evaluate(f"() => localStorage.getItem('{P.STORAGE_KEY}')"))
     assert {k: v["choice"] for k, v in stored["guesses"].items()} == {"01.depth-std": "B", "01.typical-gain": "A"}
     page.screenshot(path=str(artifacts / "predict_static.png"), full_page=True)
@@ -544,8 +551,9 @@ def is_learner_copy(f: Path) -> bool:
 
 
 def test_learner_copy_hides_the_experiment_until_the_guess(exported):
-    """In every learner copy each choice cell waits for the guess (``await``), shows only its first line
-    (a sentence, not code) and a saved list of every option; every code cell between it and its answer
+    """In every learner copy each choice cell waits for the guess (``await``) and shows only its first line
+    (a sentence, not code); its prompt lists every option (its own (A)/(B)/…, or the list the export adds
+    to a prompt that asks for a number); every code cell between it and its answer
     fold is collapsed and starts with the line the front-end looks for, so no ``expect`` line and no
     comment under a prompt is in view before the guess. The solution copies keep today's layout."""
     import nbformat
@@ -559,20 +567,27 @@ def test_learner_copy_hides_the_experiment_until_the_guess(exported):
         if f not in learner:
             assert not any(hidden) and not any("await predict.ask" in c.source for c in cells), f.name
             continue
-        pending = None
+        pending, before = None, None
         for c, h in zip(cells, hidden):
             if P.PREDICT_TAG in c.metadata.get("tags", []):
                 lesson, pid = re.search(r'await predict\.ask\("(\d+)", "([^"]+)"\)', c.source).groups()
                 e = P.entry(lesson, pid)
                 assert h and c.source.split("\n")[0] == P.ASK_LINE and c.source.split("\n")[0].startswith("# "), f.name
-                (out,) = c.outputs
-                assert all(f"({k})** {t}" in out["data"]["text/markdown"] for k, t in zip(e["keys"], e["options"]))
+                assert not c.get("outputs")                 # nbval fails a never-run cell with outputs
+                (prompt,) = [t for t in P.prompt_texts(before.source) if t.startswith(e["starts"])]
+                if "(A)" in prompt:
+                    assert all(f"({k})" in prompt for k in e["keys"]) and P.CHOICES not in before.source, e["id"]
+                else:
+                    assert all(f"**({k})** {t}" in before.source.split(P.CHOICES)[-1]
+                               for k, t in zip(e["keys"], e["options"])), e["id"]
                 pending = P.answer_class(f"{lesson}.{pid}")
             elif pending and c.cell_type == "markdown" and pending in c.source:
                 pending = None
             elif pending and c.cell_type == "code":
                 assert h and c.source.startswith(P.HIDDEN_LINE + "\n"), (f.name, c.source[:80])
                 collapsed += 1
+            if c.cell_type == "markdown":
+                before = c
         assert not pending, f.name
     assert collapsed >= 30
 
