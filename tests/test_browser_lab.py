@@ -463,9 +463,9 @@ def asks_then_runs_on(page, lab, artifacts: Path) -> None:
         if P.CHOICES in question:          # a prompt for a number: the export lists the choices
             assert all(f"({k}) {option}" in question for k, option in zip(e["keys"], e["options"])), (e["id"], question)
         asks.nth(i).scroll_into_view_if_needed()
-        if i == 0:
+        if e["id"] in ("depth-std", "var-default"):      # choices of its own; choices the export lists
             page.wait_for_timeout(300)
-            page.screenshot(path=str(artifacts / "lab_learner_first_prompt.png"))
+            page.screenshot(path=str(artifacts / f"lab_learner_prompt_{e['id']}.png"))
     hidden = sum(bool(c.metadata.get("jupyter", {}).get("source_hidden")) for c in
                  nbformat.read(lab["dir"] / f"{name}.ipynb", 4).cells if c.cell_type == "code")
     assert panel.locator(".jp-CodeCell .jp-InputPlaceholder").count() == hidden >= 2 * len(shown)
