@@ -244,8 +244,9 @@ def test_speaker_notes_from_the_sources_reach_the_slides(slides_url):
 # (markdown text, closed <details> as their summary, no code, outputs, math or notes) and the rows
 # of code shown (a wrapped line counts each row) are within the limits; one notes <aside> per slide
 # (the speaker view shows the first). Then (4) in document order, every output between a 先想一想
-# question and its <details> answer, and the answer itself, is inside a fragment. Returns, besides the
-# problems, each code block's text and rows on screen (to compare with the layout's model).
+# question and its <details> answer (but its choices, part of the question), and the answer itself,
+# is inside a fragment. Returns, besides the problems, each code block's text and rows on screen (to
+# compare with the layout's model).
 FIT_CHECK = r"""(limits, R) => {
   const wide = new RegExp(limits.wide);
   const len = (t) => { let n = 0; for (const ch of t) { if (!/\s/.test(ch)) n += wide.test(ch) ? 1 : 0.5; } return n; };
@@ -351,7 +352,7 @@ FIT_CHECK = r"""(limits, R) => {
       if (el.tagName === "DETAILS" && el.closest(".jp-MarkdownCell") && el.querySelector("summary").textContent.includes("答案")) {
         if (!el.closest(".fragment") && !later) problems.push(`question "${open}": its answer is not a fragment`);
         answers++; open = null;
-      } else if (el.classList.contains("jp-OutputArea-output") && !el.closest(".fragment") && !later) {
+      } else if (el.classList.contains("jp-OutputArea-output") && !el.closest(".fragment") && !later && !el.querySelector(".nl-pr-ask")) {
         problems.push(`question "${open}": an output shows before it is revealed`);
       }
     }

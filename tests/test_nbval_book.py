@@ -1,6 +1,6 @@
 """tools/nbval_book.py: nbval's execution of a notebook, saved for the book, equals the book's own executor's
 (tools/execution.py, nbclient), output for output; the run's order keeps the book's tests after every
-solution copy; the time budget sorts items into their groups."""
+notebook copy; the time budget sorts items into their groups."""
 
 from __future__ import annotations
 
@@ -135,9 +135,10 @@ class Item:
         self.fixturenames = list(fixtures)
 
 
-def test_order_puts_the_book_after_every_solution_copy(monkeypatch):
-    """Solution copies (longest first), the module that builds the book, learner copies, the other modules
-    that need the build, then the unit tests: no book test can wait for a notebook taken after it."""
+def test_order_puts_the_book_after_every_notebook_copy(monkeypatch):
+    """Solution copies (longest first), learner copies (the learners' book shows their exercise cells'
+    outputs), the module that builds the book, the other modules that need the build, then the unit
+    tests: no book test can wait for a notebook taken after it."""
     class Cell:
         def __init__(self, stem):
             self.parent = types.SimpleNamespace(path=Path(f"build/nbval/{stem}.ipynb"))
@@ -149,13 +150,13 @@ def test_order_puts_the_book_after_every_solution_copy(monkeypatch):
              Item("test_browser_widgets_course", ["site_url"])]
     nbval_book.pytest_collection_modifyitems(None, None, items)
     names = [i.parent.path.stem if isinstance(i, Cell) else i.module.__name__ for i in items]
-    assert names == ["02_batchnorm", "01_residuals", "00_course_map", "test_browser_book", "01_residuals_learner",
+    assert names == ["02_batchnorm", "01_residuals", "00_course_map", "01_residuals_learner", "test_browser_book",
                      "test_browser_widgets_course", "test_slides", "test_norms"]
     # the longest module that needs the build (LATE_FIRST) builds it, and the long ones go first
     items.append(Item("test_slides_readable", ["decks_url"]))
     nbval_book.pytest_collection_modifyitems(None, None, items)
     names = [i.parent.path.stem if isinstance(i, Cell) else i.module.__name__ for i in items]
-    assert names == ["02_batchnorm", "01_residuals", "00_course_map", "test_slides_readable", "01_residuals_learner",
+    assert names == ["02_batchnorm", "01_residuals", "00_course_map", "01_residuals_learner", "test_slides_readable",
                      "test_browser_widgets_course", "test_browser_book", "test_slides", "test_norms"]
 
 

@@ -20,7 +20,7 @@ import nbformat
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from slide_cuts import cut_prose, cut_row, point_to_figures, sentences, split_table  # noqa: E402,F401
 from slide_model import (ANSWER, CODE_CUT, CODE_HEAD, CODE_LINE, CODE_PAD, FENCED_WIDTH, OUTPUT_CUT, OUTPUT_MAX,  # noqa: E402
-                         QUESTION, SLIDE_CODE, SLIDE_PROSE, SLIDE_ROOM, SLIDE_TEXT, SUMMARY_HEADING,
+                         PREDICT_TAG, QUESTION, choices_height, SLIDE_CODE, SLIDE_PROSE, SLIDE_ROOM, SLIDE_TEXT, SUMMARY_HEADING,
                          SUMMARY_TITLE, code_block_rows, code_head, code_lines, join_units, markdown_units,
                          output_chars, output_height, prose_length, shown_code, shows_alone, strip_tags,
                          table_height, text_chars, unit_height, unit_prose, unit_text, visible_prose)
@@ -250,6 +250,22 @@ class SlideLayout:
         self.notes.append("完整输出 (full output)：\n\n" + md)
         return nbformat.v4.new_output("display_data", data={"text/markdown": join_units(kept), "text/plain": ""})
 
+    # -- a prompt's choices
+    def choices(self, cell) -> None:
+        """The choice widget under a 先想一想 question: on the question's slide, shown with it (choosing is
+        part of the question, not a step of its answer; the question reserved its height)."""
+        height = choices_height(cell.source)
+        self.before_content()
+        if not self.fits(0, 0, height) and self.started():
+            self.overflow()
+        self.flush()
+        shown = nbformat.v4.new_code_cell("")
+        shown.metadata["tags"] = ["slides-hide-input"]
+        shown.outputs = slide_outputs(cell)
+        self.emit(shown)
+        self.height += height
+        self.content = True
+
     # -- an exercise's answer (tools/slides.py mark_exercises)
     def exercise(self, cell, learner: str, question: bool) -> None:
         """A cell that holds an exercise's answer: the slide shows what the learners have (the learner
@@ -363,6 +379,8 @@ def slide_types(nb: nbformat.NotebookNode) -> SlideLayout:
             asks = any(QUESTION.match(text) for k, text in markdown_units(cell.source) if k == "para")
             layout.markdown(cell.source, question_ahead=next_input_height(nb.cells, i) if asks else 0)
             question = question or asks
+        elif cell.cell_type == "code" and PREDICT_TAG in cell.metadata.get("tags", []):
+            layout.choices(cell)
         elif cell.cell_type == "code":
             layout.code(cell, question)
     layout.finish()
@@ -384,6 +402,8 @@ def split_answer(source: str) -> tuple[str, str]:
 def next_input_height(cells, i: int) -> float:
     """The height the code cell after a question will take on the question's slide (its input)."""
     for cell in cells[i + 1:]:
+        if cell.cell_type == "code" and PREDICT_TAG in cell.metadata.get("tags", []):
+            return choices_height(cell.source)
         if cell.cell_type == "code":
             figure = any(shows_alone(o) for o in cell.get("outputs", []))
             return 0 if figure else CODE_LINE * code_block_rows(shown_code(cell.source)) + CODE_PAD

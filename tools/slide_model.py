@@ -342,6 +342,28 @@ def output_height(out) -> float:
     return min(h, OUTPUT_MAX + 20)
 
 
+PREDICT_TAG = "normlab-predict"   # normlab.predictions.PREDICT_TAG: the cell of a prompt's choices
+CHOICES_WIDTH = 900   # px of a row of option buttons (18px text) in the choice widget
+
+
+def choices_height(source: str) -> float:
+    """Height of a prompt's choice widget (``predict.ask("01", "depth-std")``): its title, its option
+    buttons in rows of CHOICES_WIDTH px, its status line."""
+    import re as _re
+
+    from normlab.predictions import entry
+
+    lesson, pid = _re.search(r'predict\.ask\("([^"]+)",\s*"([^"]+)"\)', source).groups()
+    rows, x = 1, 0.0
+    for option in entry(lesson, pid)["options"]:
+        w = 18 * text_length(f"(A) {option}") + 40
+        if x and x + min(w, CHOICES_WIDTH) > CHOICES_WIDTH:
+            rows, x = rows + 1, 0.0
+        rows += int(w // CHOICES_WIDTH)
+        x += min(w, CHOICES_WIDTH) + 10
+    return 95 + 42 * rows
+
+
 def shows_alone(out) -> bool:
     """A figure or a course widget: shown without the code that made it (large when projected)."""
     data = out.get("data", {})
