@@ -117,9 +117,14 @@ def is_answer(cell) -> bool:
     return cell.cell_type == "markdown" and bool(model.ANSWER.match(cell.source))
 
 
+def is_choices(cell) -> bool:
+    """The cell of a question's choice widget (normlab.predictions.PREDICT_TAG)."""
+    return cell.cell_type == "code" and "normlab-predict" in cell.metadata.get("tags", [])
+
+
 def question_problems(nb: nbformat.NotebookNode) -> list[str]:
-    """Each 先想一想 question: on its slide outside any fragment; every output after it until its answer
-    inside a fragment; the <details> answer a fragment of its own, closed. On a later slide than the
+    """Each 先想一想 question: on its slide outside any fragment, its choices with it (issue 36); every
+    output after it until its answer inside a fragment; the <details> answer a fragment of its own, closed. On a later slide than the
     question, the outputs are not fragments, nor the answer when it opens the slide (after its title):
     going to the slide reveals them (issue 28 item 11: no step that shows the title alone)."""
     problems, in_fragment, open_question = [], False, None
@@ -141,6 +146,9 @@ def question_problems(nb: nbformat.NotebookNode) -> list[str]:
             if in_fragment:
                 problems.append(f"cell {i}: the question itself is hidden in a fragment")
             open_question, asked_on = i, slide_no
+        elif is_choices(cell):
+            if slide_no != asked_on or in_fragment:
+                problems.append(f"cell {i}: the choices of the question in cell {open_question} are not shown with it")
         elif open_question is not None and cell.cell_type == "code" and cell.outputs and not in_fragment and slide_no == asked_on:
             problems.append(f"cell {i}: an output after the question in cell {open_question} is on screen before it is revealed")
         elif open_question is not None and is_answer(cell):

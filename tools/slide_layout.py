@@ -18,7 +18,8 @@ from pathlib import Path
 import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from slide_cuts import cut_prose, cut_row, point_to_figures, sentences, split_table  # noqa: E402,F401
+from slide_cuts import (cut_prose, cut_row, next_input_height, point_to_figures, sentences,  # noqa: E402,F401
+                        split_answer, split_table, without_commits)
 from slide_model import (ANSWER, CODE_CUT, CODE_HEAD, CODE_LINE, CODE_PAD, FENCED_WIDTH, OUTPUT_CUT, OUTPUT_MAX,  # noqa: E402
                          PREDICT_TAG, QUESTION, choices_height, SLIDE_CODE, SLIDE_PROSE, SLIDE_ROOM, SLIDE_TEXT, SUMMARY_HEADING,
                          SUMMARY_TITLE, code_block_rows, code_head, code_lines, join_units, markdown_units,
@@ -260,7 +261,7 @@ class SlideLayout:
             self.overflow()
         self.flush()
         shown = nbformat.v4.new_code_cell("")
-        shown.metadata["tags"] = ["slides-hide-input"]
+        shown.metadata["tags"] = ["slides-hide-input", PREDICT_TAG]
         shown.outputs = slide_outputs(cell)
         self.emit(shown)
         self.height += height
@@ -316,7 +317,7 @@ class SlideLayout:
             if shown[-1:] == [CODE_CUT]:
                 self.notes.append("完整代码 (full code)：\n\n```python\n" + cell.source.rstrip() + "\n```")
         first = True
-        for out in [piece for out in outputs for piece in split_table(out, OUTPUT_MAX - 40)]:
+        for out in [piece for out in outputs for piece in split_table(without_commits(out, self.notes), OUTPUT_MAX - 40)]:
             out = self.text_head(out)
             height, chars = output_height(out), output_chars(out)
             if not self.fits(0, 0, height, chars) and self.started():
@@ -387,26 +388,3 @@ def slide_types(nb: nbformat.NotebookNode) -> SlideLayout:
     nb.cells = layout.cells
     point_to_figures(nb.cells)
     return layout
-
-
-def split_answer(source: str) -> tuple[str, str]:
-    """A markdown cell that starts with a <details> answer: (the answer, the markdown after it)."""
-    depth = 0
-    for m in re.finditer(r"<details\b|</details>", source):
-        depth += -1 if m.group(0) == "</details>" else 1
-        if depth == 0:
-            return source[:m.end()], source[m.end():]
-    return source, ""
-
-
-def next_input_height(cells, i: int) -> float:
-    """The height the code cell after a question will take on the question's slide (its input)."""
-    for cell in cells[i + 1:]:
-        if cell.cell_type == "code" and PREDICT_TAG in cell.metadata.get("tags", []):
-            return choices_height(cell.source)
-        if cell.cell_type == "code":
-            figure = any(shows_alone(o) for o in cell.get("outputs", []))
-            return 0 if figure else CODE_LINE * code_block_rows(shown_code(cell.source)) + CODE_PAD
-        if cell.metadata.get("slideshow", {}).get("slide_type") != "notes":
-            return 0
-    return 0

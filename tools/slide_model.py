@@ -284,11 +284,21 @@ def strip_tags(html: str) -> str:
 
 
 def table_height(html: str) -> float:
-    """An HTML table in an output (TABLE_PX, line-height 1.4; columns sized to their content)."""
+    """An HTML table in an output (TABLE_PX, line-height 1.4). Columns sized to their content as the
+    browser does: when the widest cells do not fit across 0.8 WIDTH, each column gets a share of it in
+    proportion to its widest cell, and a row is as high as its cell that wraps to the most lines."""
     h = 29 * wrapped_lines(strip_tags(m.group(1)), TABLE_PX) + 8 if (m := re.search(r"<caption>(.*?)</caption>", html, re.S)) else 0
-    for row in re.findall(r"<tr.*?</tr>", html, re.S):
-        cells = [strip_tags(c) for c in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row, re.S)]
-        lines = max(1, math.ceil(sum(text_px(c, TABLE_PX) + 20 for c in cells) / (0.8 * WIDTH)))
+    rows = [[strip_tags(c) for c in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row, re.S)]
+            for row in re.findall(r"<tr.*?</tr>", html, re.S)]
+    widest: dict[int, float] = {}
+    for cells in rows:
+        for i, c in enumerate(cells):
+            widest[i] = max(widest.get(i, 0.0), text_px(c, TABLE_PX))
+    room = 0.8 * WIDTH - 20 * len(widest)
+    share = {i: w if sum(widest.values()) <= room else max(3 * TABLE_PX, room * w / sum(widest.values()))
+             for i, w in widest.items()}
+    for cells in rows:
+        lines = max([math.ceil(text_px(c, TABLE_PX) / share[i]) if share[i] else 1 for i, c in enumerate(cells)] + [1])
         h += 1.4 * TABLE_PX * lines + 9
     return h + 10
 
