@@ -124,8 +124,8 @@ def is_choices(cell) -> bool:
 
 def question_problems(nb: nbformat.NotebookNode) -> list[str]:
     """Each 先想一想 question: on its slide outside any fragment, its choices with it (issue 36); every
-    output after it until its answer inside a fragment; the <details> answer a fragment of its own, closed. On a later slide than the
-    question, the outputs are not fragments, nor the answer when it opens the slide (after its title):
+    output after it until its answer inside a fragment; the <details> answer a fragment of its own,
+    closed. On a later slide than the question, the outputs are not fragments, nor the answer when it opens the slide (after its title):
     going to the slide reveals them (issue 28 item 11: no step that shows the title alone)."""
     problems, in_fragment, open_question = [], False, None
     slide_no, asked_on, content = 0, -1, False
