@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from slide_cuts import (cut_prose, cut_row, next_input_height, point_to_figures, sentences,  # noqa: E402,F401
                         split_answer, split_table, without_commits)
 from slide_model import (ANSWER, CODE_CUT, CODE_HEAD, CODE_LINE, CODE_PAD, FENCED_WIDTH, OUTPUT_CUT, OUTPUT_MAX,  # noqa: E402
-                         PREDICT_TAG, QUESTION, choices_height, SLIDE_CODE, SLIDE_PROSE, SLIDE_ROOM, SLIDE_TEXT, SUMMARY_HEADING,
+                         PREDICT_TAG, TABLE_MAX, QUESTION, choices_height, SLIDE_CODE, SLIDE_PROSE, SLIDE_ROOM, SLIDE_TEXT, SUMMARY_HEADING,
                          SUMMARY_TITLE, code_block_rows, code_head, code_lines, join_units, markdown_units,
                          output_chars, output_height, prose_length, shown_code, shows_alone, strip_tags,
                          table_height, text_chars, unit_height, unit_prose, unit_text, visible_prose)
@@ -317,7 +317,7 @@ class SlideLayout:
             if shown[-1:] == [CODE_CUT]:
                 self.notes.append("完整代码 (full code)：\n\n```python\n" + cell.source.rstrip() + "\n```")
         first = True
-        for out in [piece for out in outputs for piece in split_table(without_commits(out, self.notes), OUTPUT_MAX - 40)]:
+        for out in [piece for out in outputs for piece in split_table(without_commits(out, self.notes), TABLE_MAX - 20)]:
             out = self.text_head(out)
             height, chars = output_height(out), output_chars(out)
             if not self.fits(0, 0, height, chars) and self.started():
