@@ -496,3 +496,20 @@ def test_course_progress_bars_are_text_and_lessons_end_with_a_summary_slide(exec
     assert not missing, f"no {model.SUMMARY_TITLE} slide in {sorted(missing)}"
     if any(p.stem == "02_batchnorm" for p in EXECUTED):
         assert bars >= 30          # 02 alone trains 32 times
+
+
+def test_the_setup_line_and_commit_hashes_go_to_the_notes_a_tall_table_fills_its_slides():
+    """normlab.setup()'s seed line is no slide of its own; a table citing file@commit shows the files,
+    the commits go to the notes (issue 36: 06's model table, half of it hashes); a table alone uses the
+    slide below its title (TABLE_MAX), so 22 rows take fewer slides than at the old 400 px."""
+    hashed = table(22, caption="模型")
+    hashed["data"]["text/html"] = hashed["data"]["text/html"].replace("的名字</td>", "的名字 modeling_x.py @8ec58104</td>")
+    nb, _ = lay_out(notebook(md("# 标题"), code("import normlab\nnormlab.setup()", text("normlab: 随机种子 seed = 0（环境变量 NORMLAB_SEED）· torch 线程 threads = 2\n")),
+                             md("## 表"), code("show()", hashed)))
+    shown = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    notes = "\n".join(c.source for c in nb.cells if kind(c) == "notes")
+    assert not any("随机种子" in layout.output_text(o) for o in shown) and "随机种子 seed = 0" in notes
+    tables = [o["data"]["text/html"] for o in shown if "<table" in o.get("data", {}).get("text/html", "")]
+    assert tables and not any("@8ec58104" in t for t in tables) and "modeling_x.py" in tables[0]
+    assert notes.count("@8ec58104") == 22
+    assert len(tables) < len(layout.split_table(hashed, model.OUTPUT_MAX - 40))

@@ -290,6 +290,9 @@ class SlideLayout:
         for out in [o for o in outputs if REFERENCE_PASSED in output_text(o)]:   # a check on the reference answer
             outputs.remove(out)
             self.notes.append("参考答案的检查结果 (the check on the reference answer)：\n\n```text\n" + output_text(out).strip() + "\n```")
+        for out in [o for o in outputs if output_text(o).startswith(SETUP_BANNER)]:    # the seed and threads: notes
+            outputs.remove(out)
+            self.notes.append("```text\n" + output_text(out).strip() + "\n```")
         figure = any(shows_alone(o) for o in outputs)
         self.before_content()
         if cell.source.strip() and not figure and "slides-hide-input" not in cell.metadata.get("tags", []):
@@ -337,6 +340,8 @@ class SlideLayout:
 # What a passing check (normlab.exercises, normlab.drills) says: on the slides the reference answer's
 # "通过 PASSED" is for the speaker view only; while the class works, the screen shows the exercise.
 REFERENCE_PASSED = "通过 PASSED"
+# normlab.setup()'s line (seed, threads; normlab/env.py): for the speaker, not a slide of its own in every deck.
+SETUP_BANNER = "normlab: 随机种子 seed ="
 
 
 def output_text(out) -> str:
