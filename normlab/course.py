@@ -190,6 +190,17 @@ def with_banner(nb, stem: str):
     return nb
 
 
+def learner_copy(nb, has_answers: bool | None = None):
+    """The copy a learner gets: the learner version (when the lesson has answers), its prompts laid
+    out to be guessed before the code is seen (normlab.predictions.learner_layout: Run All waits at an
+    unanswered prompt, the experiment's code collapsed until the guess), the setup cell first."""
+    from .predictions import learner_layout
+
+    if has_answers is None:
+        has_answers = has_solutions(nb)
+    return with_setup_cell(learner_layout(versions(nb, learner=True) if has_answers else copy.deepcopy(nb)))
+
+
 def read_source(src: Path):
     import jupytext
 
@@ -203,7 +214,8 @@ def read_source(src: Path):
 
 def export(out: Path, keep_existing: bool = False, srcs: list[Path] | None = None) -> list[Path]:
     """The test run's layout (build/nbval): NAME.ipynb is the solution version and NAME_learner.ipynb
-    the learner version of a lesson with answers; every file starts with the setup cell."""
+    the learner copy (``learner_copy``) of a lesson with answers; a lesson without answers has one
+    copy, NAME.ipynb, the learners'. Every file starts with the setup cell."""
     import jupytext
 
     out.mkdir(parents=True, exist_ok=True)
@@ -216,12 +228,15 @@ def export(out: Path, keep_existing: bool = False, srcs: list[Path] | None = Non
         if keep_existing and dst.exists():
             continue
         nb = read_source(src)
-        if has_solutions(nb):
-            learner = out / (src.stem + "_learner.ipynb")
-            if not (keep_existing and learner.exists()):
-                jupytext.write(with_setup_cell(versions(nb, learner=True)), learner)
-                written.append(learner)
-            nb = versions(nb, learner=False)
+        if not has_solutions(nb):                # one copy, the learners'
+            jupytext.write(learner_copy(nb, False), dst)
+            written.append(dst)
+            continue
+        learner = out / (src.stem + "_learner.ipynb")
+        if not (keep_existing and learner.exists()):
+            jupytext.write(learner_copy(nb, True), learner)
+            written.append(learner)
+        nb = versions(nb, learner=False)
         jupytext.write(with_setup_cell(nb), dst)
         written.append(dst)
     return written
@@ -235,11 +250,9 @@ def workspace_files(solutions: bool, srcs: list[Path] | None = None) -> dict[str
     files = {}
     for src in sources() if srcs is None else srcs:
         nb = read_source(src)
-        if not has_solutions(nb):
-            files[f"{src.stem}.ipynb"] = with_setup_cell(nb)
-            continue
-        files[f"{src.stem}.ipynb"] = with_setup_cell(versions(nb, learner=True))
-        if solutions:
+        answers = has_solutions(nb)
+        files[f"{src.stem}.ipynb"] = learner_copy(nb, answers)
+        if solutions and answers:
             files[f"{SOLUTIONS}/{src.stem}.ipynb"] = with_banner(with_setup_cell(versions(nb, learner=False)), src.stem)
     return files
 
