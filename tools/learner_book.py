@@ -45,7 +45,12 @@ def lock_tag(key: str) -> str:
 
 
 def code_sources(nb) -> list[str]:
-    return [c.source for c in nb.cells if c.cell_type == "code"]
+    """Each code cell's code as the solution version has it: the learner copy's layout (a collapsed
+    cell's first line, the choice cell's await; normlab.predictions.learner_layout) taken off."""
+    from normlab.predictions import ASK_LINE, HIDDEN_LINE
+
+    lines = lambda c: [ln for ln in c.source.split("\n") if ln not in (ASK_LINE, HIDDEN_LINE)]
+    return ["\n".join(lines(c)).replace("await predict.ask(", "predict.ask(") for c in nb.cells if c.cell_type == "code"]
 
 
 def learner_view(learner, solution):

@@ -41,6 +41,7 @@ import sys
 import time
 import warnings
 from collections import defaultdict
+import contextlib
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -109,11 +110,12 @@ class Recording:
         self.src, self.text, self.learner = src, src.read_bytes(), learner
         self.stem = execution.executed_path(src, learner).stem
         self.hash = execution.source_hash(src, self.text)
-        from normlab.predictions import with_prediction_cells
+        from normlab.predictions import learner_layout, with_prediction_cells
 
         self.nb = with_prediction_cells(jupytext.read(src), src.stem)   # notes included; the 先想一想 choices as exported
         if nbtools.has_solutions(self.nb):
             self.nb = nbtools.versions(self.nb, learner=learner)
+            self.nb = learner_layout(self.nb) if learner else self.nb    # as normlab.course.learner_copy lays it out
         self.messages: list[dict] = []
         self.requests: dict[int, str] = {}          # nbval's cell number -> msg_id of its execute request
         self.failed = ""
@@ -254,6 +256,8 @@ def kernel_env(env: dict):
 def pytest_runtest_setup(item):
     """The first cell of a solution copy: nbval starts its kernel here, in the book's environment, and
     recording its trainings (normlab/runcache.py); the first cell of a learner copy: replaying them.
+    Every notebook's kernel runs on past a 先想一想 prompt nobody answers (execution.PREDICT_WAIT: the
+    learner copies' choice cells would wait for a pick).
     Every cell: nbval's 5 s wait for the outputs after the reply becomes OUTPUT_TIMEOUT (on a loaded
     machine a cell's progress-bar messages came more than 5 s late and failed a learner copy)."""
     if is_cell(item):
@@ -265,7 +269,7 @@ def pytest_runtest_setup(item):
     if learner is not None:
         charge("normlab_wait_s", wait_for_solution(learner))
         marker(f"{learner}_learner").unlink(missing_ok=True)
-        with kernel_env({RUNCACHE_VARIABLE: f"replay:{runcache_dir() / learner}"}):
+        with kernel_env({**execution.PREDICT_WAIT, RUNCACHE_VARIABLE: f"replay:{runcache_dir() / learner}"}):
             yield
         if nbfile.kernel is None:
             write_marker(f"{learner}_learner", "failed", "the kernel did not start")
@@ -274,7 +278,8 @@ def pytest_runtest_setup(item):
             nbfile._normlab_recording.listen(nbfile)
         return
     if src is None:
-        yield
+        with kernel_env(execution.PREDICT_WAIT) if starting else contextlib.nullcontext():
+            yield
         return
     marker(src.stem).unlink(missing_ok=True)
     for old in RUNCACHE.glob("*"):                  # earlier runs' recordings
