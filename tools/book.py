@@ -1,6 +1,6 @@
 """Build the static book and the lecture slides from the executed notebooks, offline.
 
-    python tools/book.py book      # -> build/book/html/index.html (the learners' book)
+    python tools/book.py book      # -> build/book/html/index.html (the learners' book: tools/learner_book.py)
     python tools/book.py book --teacher   # -> build/book_teacher/html/ (the same book + the instructor guide)
     python tools/book.py slides    # -> build/slides/NN_name.slides.html (reveal.js, vendored)
     python tools/book.py execute   # only execute what changed into build/executed/
