@@ -150,11 +150,16 @@ def test_toc_follows_course_order_and_pages_link_their_source(browser, book_url)
 
 
 def links_its_source(page, name: str) -> None:
-    """A lesson's page has a link to notebooks/NAME.md that serves the source itself."""
+    """A lesson's page has a link to notebooks/NAME.md that serves the source as a learner's copy has it
+    (book.learner_source: its title, no answer and no speaker note; the grep over the whole learners'
+    book is tests/test_browser_book_lock.py)."""
     link = page.locator(f"a:has-text('notebooks/{name}.md')").first
     href = urljoin(page.url, link.get_attribute("href"))
+    source = ROOT / "notebooks" / f"{name}.md"
     with urllib.request.urlopen(href) as resp:
-        assert resp.read().decode() == (ROOT / "notebooks" / f"{name}.md").read_text(encoding="utf-8"), name
+        served = resp.read().decode()
+    title = next(line for line in source.read_text(encoding="utf-8").split("\n") if line.startswith("# "))
+    assert served == book.learner_source(source) and title in served, name
 
 
 def test_widgets_are_static_front_ends_or_a_note(browser, book_url):
