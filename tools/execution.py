@@ -13,6 +13,7 @@ run execute nothing.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import subprocess
@@ -28,6 +29,7 @@ import notebooks as nbtools  # noqa: E402
 
 ROOT = nbtools.ROOT
 EXECUTED = ROOT / "build" / "executed"
+FIGURES = ROOT / "build" / "figures"
 
 
 # The kernels that execute the notebooks must draw figures as PNG outputs. A caller's MPLBACKEND
@@ -135,3 +137,17 @@ def execute_all(jobs: int = 2, srcs: list[Path] | None = None, learner: bool = F
     if failed:
         raise SystemExit(f"[normlab] notebook(s) failed to execute: {', '.join(failed)} (logs in build/logs/)")
     return [executed_path(s, learner) for s in srcs]
+
+
+def save_figures(nb, stem: str) -> int:
+    """Each image output as build/figures/NAME-cellK-J.png (as `tools/notebooks.py execute` saves them)."""
+    FIGURES.mkdir(parents=True, exist_ok=True)
+    for old in FIGURES.glob(stem + "-cell*.png"):
+        old.unlink()
+    n = 0
+    for k, cell in enumerate(nb.cells):
+        for j, o in enumerate(cell.get("outputs", [])):
+            if "image/png" in o.get("data", {}):
+                (FIGURES / f"{stem}-cell{k}-{j}.png").write_bytes(base64.b64decode(o["data"]["image/png"]))
+                n += 1
+    return n

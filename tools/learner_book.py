@@ -44,13 +44,17 @@ def lock_tag(key: str) -> str:
     return f"nl-lock-{lock_suffix(key)}"
 
 
-def code_sources(nb) -> list[str]:
-    """Each code cell's code as the solution version has it: the learner copy's layout (a collapsed
-    cell's first line, the choice cell's await; normlab.predictions.learner_layout) taken off."""
+def plain_code(source: str) -> str:
+    """A code cell's code without the learner copy's layout (a collapsed cell's first line, the choice
+    cell's first line and await; normlab.predictions.learner_layout)."""
     from normlab.predictions import ASK_LINE, HIDDEN_LINE
 
-    lines = lambda c: [ln for ln in c.source.split("\n") if ln not in (ASK_LINE, HIDDEN_LINE)]
-    return ["\n".join(lines(c)).replace("await predict.ask(", "predict.ask(") for c in nb.cells if c.cell_type == "code"]
+    lines = [ln for ln in source.split("\n") if ln not in (ASK_LINE, HIDDEN_LINE)]
+    return "\n".join(lines).replace("await predict.ask(", "predict.ask(")
+
+
+def code_sources(nb) -> list[str]:
+    return [plain_code(c.source) for c in nb.cells if c.cell_type == "code"]
 
 
 def learner_view(learner, solution):

@@ -33,7 +33,6 @@ exact; tests/test_runcache.py shows it bit for bit): issue 27 item 2.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import shutil
@@ -50,11 +49,12 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import execution  # noqa: E402
 import notebooks as nbtools  # noqa: E402
+from learner_book import plain_code  # noqa: E402
 from time_budget import RUNCACHE, TimeBudget, group_of  # noqa: E402,F401  (job 3; group_of for its test)
 
 ROOT = execution.ROOT
 EXECUTED = execution.EXECUTED
-FIGURES = ROOT / "build" / "figures"
+FIGURES = execution.FIGURES
 RUNCACHE_VARIABLE = "NORMLAB_RUN_CACHE"   # normlab.runcache.VARIABLE (tools import no normlab at module level)
 SETUP_TAG = "normlab-setup"     # the setup cell normlab.course adds to every exported copy (no source cell)
 BROWSER_FIXTURES = {"browser", "lab"}     # tests that drive Chromium (time budget: "browser tests")
@@ -148,7 +148,7 @@ class Recording:
         nb = self.nb
         own = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
         ran = [(k, c) for k, c in enumerate(nbval_cells) if SETUP_TAG not in c.metadata.get("tags", [])]
-        if [c.source for _, c in ran] != [nb.cells[i].source for i in own]:
+        if [plain_code(c.source) for _, c in ran] != [plain_code(nb.cells[i].source) for i in own]:   # 09: a learner copy
             raise ValueError("the copy nbval ran differs from the source (exported before the source changed?)")
         client = NotebookClient(nb, record_timing=False)
         client.reset_execution_trackers()
@@ -195,23 +195,9 @@ class Recording:
         EXECUTED.mkdir(parents=True, exist_ok=True)
         jupytext.write(nb, EXECUTED / f"{stem}.ipynb")
         if not self.learner:
-            save_figures(nb, stem)
+            execution.save_figures(nb, stem)
         write_marker(stem, "recorded")
         return ""
-
-
-def save_figures(nb, stem: str) -> int:
-    """Each image output as build/figures/NAME-cellK-J.png (as `tools/notebooks.py execute` saves them)."""
-    FIGURES.mkdir(parents=True, exist_ok=True)
-    for old in FIGURES.glob(stem + "-cell*.png"):
-        old.unlink()
-    n = 0
-    for k, cell in enumerate(nb.cells):
-        for j, o in enumerate(cell.get("outputs", [])):
-            if "image/png" in o.get("data", {}):
-                (FIGURES / f"{stem}-cell{k}-{j}.png").write_bytes(base64.b64decode(o["data"]["image/png"]))
-                n += 1
-    return n
 
 
 OUTPUT_TIMEOUT = 60   # s nbval waits for a cell's next output message after its reply (nbval's own: 5)
