@@ -118,8 +118,8 @@ def executed_notebooks(teacher: bool) -> list[tuple[Path, object]]:
     sources = nbtools.sources()
     if teacher:
         return [(src, nbformat.read(path, 4)) for src, path in zip(sources, execute_all())]
-    learner = {src: nbformat.read(path, 4) for src, path in
-               zip([s for s in sources if has_answers(s)], execute_all(srcs=[s for s in sources if has_answers(s)], learner=True))}
+    answered = [s for s in sources if has_answers(s)]
+    learner = {src: nbformat.read(path, 4) for src, path in zip(answered, execute_all(srcs=answered, learner=True))}
     # the solution executions: for the lessons without answers, and where nbval made the learner's (live outputs)
     wanted = [s for s in sources if s not in learner or learner[s].metadata.get("normlab_executed_by") == "nbval"]
     solution = {src: nbformat.read(path, 4) for src, path in zip(wanted, execute_all(srcs=wanted) if wanted else [])}

@@ -100,9 +100,8 @@ def read_marker(stem: str) -> dict:
 # --- 1. recording nbval's execution of a solution copy ---------------------------------------------
 
 class Recording:
-    """What one copy's nbval run said: every iopub message, and the execute request of each cell. A
-    solution copy (``learner`` False) or a learner copy (the learners' book takes the outputs of the
-    cells its learner version changed from it: tools/learner_book.py)."""
+    """What one copy's nbval run said (every iopub message, the execute request of each cell): a solution
+    copy, or a learner copy (the learners' book takes its exercise cells' outputs: tools/learner_book.py)."""
 
     def __init__(self, src: Path, learner: bool = False):
         import jupytext
@@ -176,8 +175,7 @@ class Recording:
         return nbformat.from_dict(nb), sum("image/png" in o.get("data", {}) for i in own for o in nb.cells[i].outputs)
 
     def save(self, nbval_cells: list) -> str:
-        """Write build/executed/NAME.ipynb and its figures (a learner copy: NAME_learner.ipynb, whose
-        kernel draws no inline figures); return a problem ("" when none)."""
+        """Write build/executed/NAME.ipynb and its figures (NAME_learner.ipynb: none); return a problem or ""."""
         import jupytext
 
         stem = self.stem
@@ -323,8 +321,7 @@ def pytest_runtest_makereport(item, call):
 
 
 def recorded_stems(items) -> list[str]:
-    """The copies this session runs whole (solution copies: NAME, learner copies: NAME_learner): the
-    executions the book and the slides will use."""
+    """The copies this session runs whole (NAME, NAME_learner): the executions the book and the slides use."""
     files = defaultdict(int)
     for item in items:
         if is_cell(item) and (source_of(item.parent.path) is not None or learner_stem(item.parent.path)):
