@@ -26,6 +26,7 @@ localStorage under STORAGE_KEY.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import time
@@ -206,6 +207,9 @@ def save_guess(lesson: str, pid: str, choice: str, path: Path | None = None) -> 
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps({"version": 1, "guesses": guesses}, ensure_ascii=False, indent=1), encoding="utf-8")
     os.replace(tmp, path)
+    # The class service's client listens here when a hub runs it (normlab/classroom/client.py); else no-op.
+    logging.getLogger("normlab.events").info("guess %s.%s %s", lesson, pid, choice, extra={"normlab_event": {
+        "kind": "guess", "lesson": lesson, "id": pid, "choice": choice}})
     return path
 
 

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "normlab"
 
 COST = {"bench", "fused", "fused_kernel"}               # normlab/<name>.py: the cost layer
-WINGS = ("lessons", "widgets", "companion", "drills", "exercises")   # normlab/<name>/: the wings
+WINGS = ("lessons", "widgets", "companion", "drills", "exercises", "classroom")   # normlab/<name>/: the wings
 # Which layers a module of each layer may import (its own layer included where listed).
 MAY_IMPORT = {
     "core": {"core"},
@@ -36,6 +36,7 @@ MAY_IMPORT = {
     "companion": {"core", "cost", "lessons", "companion"},
     "drills": {"drills"},
     "exercises": {"core", "cost", "lessons", "drills", "exercises"},   # of drills only DRILLS_FOR_EXERCISES
+    "classroom": {"core", "classroom"},                  # the class service and its client (issue 39)
 }
 DRILLS_FOR_EXERCISES = {"normlab.drills.report"}   # Finding, Report, the guarded call
 MIN_BODY_NODES = 12   # bodies smaller than this (`return x`, `pass`, one attribute) are not formulas

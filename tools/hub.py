@@ -107,7 +107,8 @@ c.JupyterHub.load_roles = [{{"name": "normlab-test", "services": ["normlab-test"
 class Hub:
     """A JupyterHub in `state_dir` (its database, secrets and learners' homes live there)."""
 
-    def __init__(self, state_dir: Path):
+    def __init__(self, state_dir: Path, extra_config: str = ""):
+        """``extra_config``: text appended to the hub's config (e.g. the class service's, issue 39)."""
         self.state = Path(state_dir)
         self.homes = self.state / "homes"
         self.homes.mkdir(parents=True, exist_ok=True)
@@ -119,8 +120,8 @@ class Hub:
         (self.state / "jupyterhub_config.py").write_text(CONFIG.format(
             port=self.port, hub_port=self.hub_port, proxy_api_port=self.proxy_api_port, state=self.state,
             bin=VENV_BIN, python=sys.executable, password=PASSWORD, homes=self.homes, workspace=WORKSPACE,
-            kernel_env=KERNEL_ENV, proxy_token=secrets.token_hex(16), service_token=self.service_token),
-            encoding="utf-8")
+            kernel_env=KERNEL_ENV, proxy_token=secrets.token_hex(16), service_token=self.service_token)
+            + extra_config, encoding="utf-8")
 
     # ------------------------------------------------------------------------------- lifecycle
     def start(self) -> "Hub":
