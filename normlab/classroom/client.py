@@ -110,7 +110,7 @@ class Poster(logging.Handler):
                 if isinstance(marker, threading.Event):    # flush() waits for it
                     marker.set()
 
-    def flush(self, timeout: float) -> bool:
+    def wait_sent(self, timeout: float) -> bool:
         marker = threading.Event()
         self.inbox.put(marker)
         return marker.wait(timeout) and not self.pending
@@ -164,7 +164,7 @@ def _hello() -> None:
 def flush(timeout: float = 10.0) -> bool:
     """Wait until every event logged so far has been sent (or refused); False if some are still queued
     after ``timeout`` or nothing listens. Tests and the benchmark use it; a lesson never needs to."""
-    return _poster is not None and _poster.flush(timeout)
+    return _poster is not None and _poster.wait_sent(timeout)
 
 
 def status() -> str:

@@ -1,0 +1,159 @@
+"""The class service's parts without a hub (issue 39): what a post may hold, the SQLite store, the kernel's
+client when there is no service or it does not answer. The service on a real hub: test_classroom_hub.py.
+Cost: ~2 s (two short child Pythons for the client)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from normlab import predictions
+from normlab.classroom import events, hubconfig
+from normlab.classroom.store import Store, grid_csv
+
+ROOT = Path(__file__).resolve().parent.parent
+GUESS = {"kind": "guess", "lesson": "01", "id": "depth-std", "choice": "B"}
+
+
+def body(obj) -> bytes:
+    return json.dumps(obj).encode("utf-8")
+
+
+def test_a_good_post_is_parsed_into_the_stores_shape():
+    assert events.parse(body(GUESS)) == [{"kind": "guess", "lesson": "01", "item": "depth-std", "choice": "B"}]
+    check = {"kind": "check", "id": "03.2", "passed": False, "findings": ["eps_outside"]}
+    drill = {"kind": "drill", "card": "layernorm", "level": "production", "passed": True, "seconds": 61}
+    parsed = events.parse(body([check, drill]))
+    assert parsed[0]["lesson"] == "03" and parsed[0]["item"] == "03.2"
+    assert parsed[1] == {"kind": "drill", "lesson": "08", "item": "layernorm", "level": "production",
+                         "passed": True, "seconds": 61.0}
+
+
+@pytest.mark.parametrize("bad, says", [
+    (b"\xff\xfe", "UTF-8"), (b"[1,", "JSON"), (b"[]", "1 到 100"), (body([GUESS] * 101), "1 到 100"),
+    (body({**GUESS, "choice": "D"}), "选项"), (body({**GUESS, "id": "nope"}), "没有这个预测题"),
+    (body({**GUESS, "user": "someone-else"}), "未知字段"), (body({"kind": "guess"}), "缺少字段"),
+    (body({**GUESS, "lesson": 1}), "类型不对"), (body({"kind": "check", "id": "02.1", "passed": 1, "findings": []}), "类型不对"),
+    (body({"kind": "drill", "card": "x", "level": "interview", "passed": True, "seconds": float("inf")}), "seconds"),
+    (body([GUESS, {**GUESS, "choice": "Z"}]), "第 2 个事件"), (b" " * (events.MAX_BODY + 1), "太大"),
+])
+def test_a_bad_post_is_refused_with_a_reason(bad, says):
+    with pytest.raises(events.Malformed, match=says):
+        events.parse(bad)
+
+
+def test_the_store_is_wal_and_keeps_every_event_across_a_reopen(tmp_path):
+    path = tmp_path / "课堂 db" / "c.sqlite"
+    store = Store(path)
+    assert store.journal_mode() == "wal"
+    keys = predictions.entry("01", "depth-std")["keys"]
+    for user, choice in [("a", "A"), ("b", "B"), ("a", "C"), ("t", "A")]:      # a changes their mind
+        store.add(user, events.parse(body({**GUESS, "choice": choice}))[0])
+    store.seen("t", teacher=True)
+    store.seen("a")
+    store.seen("b")
+    store.close()
+    again = Store(path)                          # a restart: a new connection to the same file
+    assert again.count() == 4
+    # the latest guess per learner, teachers left out: checked against a plain SQL count of the raw rows
+    assert again.distribution("01", "depth-std", keys) == {"counts": {"A": 0, "B": 1, "C": 1}, "n": 2}
+    with sqlite3.connect(path) as raw:
+        latest = dict(raw.execute("SELECT user, choice FROM events WHERE id IN (SELECT MAX(id) FROM events GROUP BY user)"))
+    assert latest == {"a": "C", "b": "B", "t": "A"}
+    assert again.present() == 2 and again.guessed("a", "01", "depth-std") == "C"
+    assert [e["choice"] for e in again.record("a")] == ["A", "C"]
+
+
+def test_a_failed_batch_stores_none_of_it(tmp_path):
+    store = Store(tmp_path / "c.sqlite")
+    good = events.parse(body(GUESS))[0]
+    with pytest.raises(sqlite3.IntegrityError):
+        store.add_many("a", [good, {**good, "lesson": None}])             # the second row breaks NOT NULL
+    assert store.count() == 0
+
+
+def test_the_grid_counts_per_learner_and_lesson_and_exports_csv(tmp_path):
+    store = Store(tmp_path / "c.sqlite")
+    store.add_many("a", events.parse(body([GUESS, {"kind": "check", "id": "02.1", "passed": False, "findings": ["x"]},
+                                           {"kind": "check", "id": "02.1", "passed": True, "findings": []},
+                                           {"kind": "check", "id": "02.2", "passed": False, "findings": ["y"]}])))
+    rows = {(r["user"], r["lesson"]): r for r in store.grid()}
+    assert rows[("a", "01")]["guessed"] == 1
+    assert (rows[("a", "02")]["exercises_passed"], rows[("a", "02")]["exercises_tried"]) == (1, 2)
+    text = grid_csv(store.grid())
+    assert text.splitlines()[0] == "user,lesson,guessed,prompts,exercises_passed,exercises_tried,cards_passed,cards_tried,last"
+    assert text.splitlines()[2].startswith("a,02,0,,1,2,0,0,")
+
+
+CLIENT = """
+import json, logging, os, sys, time
+from pathlib import Path
+from normlab import predictions
+from normlab.classroom import client
+listening = client.install()
+t0 = time.perf_counter()
+predictions.save_guess("01", "depth-std", "B")
+took = time.perf_counter() - t0
+print(json.dumps({"listening": listening, "took": took, "flushed": client.flush(0.5), "status": client.status(),
+                  "saved": predictions.load_guesses().get("01.depth-std", {}).get("choice"),
+                  "root_handlers": len(logging.getLogger().handlers)}))
+"""
+
+
+def run_client(tmp_path, **env) -> dict:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTERHUB_", "NORMLAB_CLASSROOM"))}
+    base.update(PYTHONPATH=str(ROOT), PYTHONUTF8="1", NORMLAB_PREDICTIONS=str(tmp_path / "p.json"), **env)
+    out = subprocess.run([sys.executable, "-c", CLIENT], env=base, capture_output=True, text=True, encoding="utf-8",
+                         timeout=60)
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    return json.loads(out.stdout)
+
+
+def test_without_the_service_nothing_listens_and_nothing_changes(tmp_path):
+    said = run_client(tmp_path)
+    assert said["listening"] is False and said["flushed"] is False and said["saved"] == "B"
+    assert "没有连接班级服务" in said["status"]
+
+
+def test_a_service_that_does_not_answer_costs_no_wait_and_queues(tmp_path):
+    import socket
+
+    with socket.socket() as s:                   # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    said = run_client(tmp_path, NORMLAB_CLASSROOM_URL=f"http://127.0.0.1:{port}/services/x/", JUPYTERHUB_API_TOKEN="t")
+    assert said["listening"] is True and said["saved"] == "B"
+    assert said["took"] < 0.05, said                      # the guess is saved; the post waits in its thread
+    assert said["flushed"] is False and "队列中 (queued) 1" in said["status"], said
+
+
+def test_the_hub_configuration_names_one_service_and_its_scopes():
+    text = hubconfig.config_text("/opt/py", "/srv/c.sqlite", port=10123, teachers=["t"])
+    c = _Config()
+    exec(compile(text, "hubconfig", "exec"), {"c": c})     # the fragment runs as a jupyterhub_config.py does
+    [svc] = c.JupyterHub.services
+    assert svc["command"] == ["/opt/py", "-m", "normlab.classroom.service", "--db", "/srv/c.sqlite"]
+    assert svc["oauth_client_allowed_scopes"] == [hubconfig.TEACH_SCOPE]
+    assert hubconfig.ACCESS in c.Spawner.server_token_scopes
+    assert c.Spawner.environment["NORMLAB_CLASSROOM_URL"] == "http://127.0.0.1:10123/services/normlab-classroom/"
+    assert Path(c.Spawner.environment["PYTHONSTARTUP"]).is_file()
+    assert c.JupyterHub.load_groups == {hubconfig.TEACHERS_GROUP: {"users": ["t"]}}
+
+
+class _Section(dict):
+    def __getattr__(self, name):
+        return self.setdefault(name, [] if name in ("services", "load_roles") else {} if name == "environment" else None)
+
+    def __setattr__(self, name, value):
+        self[name] = value
+
+
+class _Config(dict):
+    def __getattr__(self, name):
+        return self.setdefault(name, _Section())
