@@ -217,7 +217,7 @@ def cookie_secret(db: Path) -> bytes:
 
 def make_app(store: Store, prefix: str | None = None) -> web.Application:
     prefix = prefix or os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/normlab-classroom/")
-    auth = HubOAuth(api_token=os.environ.get("JUPYTERHUB_API_TOKEN", ""), cache_max_age=60)
+    auth = HubOAuth(api_token=os.environ.get("JUPYTERHUB_API_TOKEN", ""))     # caches a token's owner 5 min
     kw = {"store": store}
     routes = [
         (r"oauth_callback", HubOAuthCallbackHandler, None),
