@@ -133,27 +133,51 @@ def test_a_service_that_does_not_answer_costs_no_wait_and_queues(tmp_path):
     assert said["flushed"] is False and "队列中 (queued) 1" in said["status"], said
 
 
+def _value(x, initial):
+    """A traitlets config value as JupyterHub sees it (an .append/.update on an unset one is lazy)."""
+    return x.get_value(initial) if hasattr(x, "get_value") else x
+
+
+def _load(source: str, **names):
+    from traitlets.config import Config
+
+    c = Config()
+    exec(compile(source, "jupyterhub_config.py", "exec"), {"c": c, **names})   # as JupyterHub loads its config
+    return c
+
+
+def _service(c, spawner="Spawner") -> tuple[dict, dict, list]:
+    [svc] = _value(c.JupyterHub.services, [])
+    return svc, _value(c[spawner].environment, {}), _value(c[spawner].server_token_scopes, [])
+
+
 def test_the_hub_configuration_names_one_service_and_its_scopes():
-    text = hubconfig.config_text("/opt/py", "/srv/c.sqlite", port=10123, teachers=["t"])
-    c = _Config()
-    exec(compile(text, "hubconfig", "exec"), {"c": c})     # the fragment runs as a jupyterhub_config.py does
-    [svc] = c.JupyterHub.services
+    c = _load(hubconfig.config_text("/opt/py", "/srv/c.sqlite", port=10123, teachers=["t"]))
+    svc, env, scopes = _service(c)
     assert svc["command"] == ["/opt/py", "-m", "normlab.classroom.service", "--db", "/srv/c.sqlite"]
-    assert svc["oauth_client_allowed_scopes"] == [hubconfig.TEACH_SCOPE]
-    assert hubconfig.ACCESS in c.Spawner.server_token_scopes
-    assert c.Spawner.environment["NORMLAB_CLASSROOM_URL"] == "http://127.0.0.1:10123/services/normlab-classroom/"
-    assert Path(c.Spawner.environment["PYTHONSTARTUP"]).is_file()
+    assert svc["oauth_client_allowed_scopes"] == [hubconfig.TEACH_SCOPE] and svc["url"] == "http://127.0.0.1:10123"
+    assert hubconfig.ACCESS in scopes
+    assert env["NORMLAB_CLASSROOM_URL"] == "http://127.0.0.1:10123/services/normlab-classroom/"
+    assert Path(env["PYTHONSTARTUP"]).is_file()
     assert c.JupyterHub.load_groups == {hubconfig.TEACHERS_GROUP: {"users": ["t"]}}
+    roles = {r["name"]: r for r in _value(c.JupyterHub.load_roles, [])}
+    assert roles["user"]["scopes"] == ["self", hubconfig.ACCESS] and roles["normlab-teacher"]["groups"] == [hubconfig.TEACHERS_GROUP]
 
 
-class _Section(dict):
-    def __getattr__(self, name):
-        return self.setdefault(name, [] if name in ("services", "load_roles") else {} if name == "environment" else None)
+def test_both_deployment_recipes_run_the_service_with_its_file_on_a_lasting_disk():
+    """TLJH's config file and Z2JH's extraConfig, executed as their hubs would (the course's venv stands in
+    for the hub's Python); the Z2JH database is on the hub's persistent volume, /srv/jupyterhub."""
+    import yaml
 
-    def __setattr__(self, name, value):
-        self[name] = value
-
-
-class _Config(dict):
-    def __getattr__(self, name):
-        return self.setdefault(name, _Section())
+    venv_bin = Path(sys.executable).parent
+    tljh = (ROOT / "deploy" / "tljh" / "normlab.py").read_text(encoding="utf-8")
+    c = _load(tljh.replace('USER_ENV = "/opt/tljh/user/bin"', f"USER_ENV = {str(venv_bin)!r}"))
+    svc, env, _ = _service(c)
+    assert svc["command"][-2:] == ["--db", "/srv/normlab/classroom.sqlite"] and env["OMP_NUM_THREADS"] == "1"
+    values = yaml.safe_load((ROOT / "deploy" / "z2jh" / "values.yaml").read_text(encoding="utf-8"))
+    c = _load(values["hub"]["extraConfig"]["normlab-classroom"])
+    svc, env, scopes = _service(c, "KubeSpawner")
+    assert svc["command"][-1].startswith("/srv/jupyterhub/") and svc["url"] == "http://hub:10101"
+    assert env["NORMLAB_CLASSROOM_URL"] == "http://hub:10101/services/normlab-classroom/" and hubconfig.ACCESS in scopes
+    assert {"name": "normlab-classroom", "port": 10101, "targetPort": 10101} in values["hub"]["service"]["extraPorts"]
+    assert values["singleuser"]["extraEnv"]["OMP_NUM_THREADS"] == "1"        # the course's own part still there

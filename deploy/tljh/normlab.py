@@ -20,3 +20,16 @@ c.Spawner.environment = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHON
 # Memory and CPU per learner (systemd limits, TLJH applies them): from the measured sizing table.
 c.SystemdSpawner.mem_limit = "2G"  # noqa: F821
 c.SystemdSpawner.cpu_limit = 1.0  # noqa: F821
+
+# ---- The class service (issue 39): live prediction polls and the teacher's view. Its configuration is
+# written by the course itself (normlab/classroom/hubconfig.py); its SQLite file stays on the server's
+# disk across restarts. Teachers: members of the hub group "normlab-teachers" (the hub's admin page).
+import os as _os  # noqa: E402
+import subprocess as _subprocess  # noqa: E402
+
+if _os.path.exists(f"{USER_ENV}/python"):
+    exec(_subprocess.run([f"{USER_ENV}/python", "-m", "normlab.classroom.hubconfig", "--python", f"{USER_ENV}/python",
+                          "--db", "/srv/normlab/classroom.sqlite"], check=True, capture_output=True, text=True).stdout)
+else:
+    print(f"normlab: no {USER_ENV}/python, the class service is not configured")
+# ---- end of the class service ----

@@ -43,17 +43,20 @@ c.JupyterHub.custom_scopes = {{"{teach}": {{"description": "NormLab: read the cl
 c.JupyterHub.load_groups = {{"{group}": {{"users": {teachers!r}}}}}
 c.JupyterHub.load_roles.append({{"name": "user", "scopes": ["self", "{access}"]}})
 c.JupyterHub.load_roles.append({{"name": "normlab-teacher", "scopes": ["{teach}", "{access}"], "groups": ["{group}"]}})
-c.Spawner.server_token_scopes = ["users:activity!user", "access:servers!server", "{access}"]
-c.Spawner.environment.update({{"NORMLAB_CLASSROOM_URL": "http://{host}:{port}/services/{name}/",
+c.{spawner}.server_token_scopes = ["users:activity!user", "access:servers!server", "{access}"]
+c.{spawner}.environment.update({{"NORMLAB_CLASSROOM_URL": "http://{host}:{port}/services/{name}/",
                               "PYTHONSTARTUP": {startup!r}}})
 # ---- end of the normlab classroom service ----
 '''
 
 
 def config_text(python: str, db: str, port: int = 10101, host: str = "127.0.0.1", teachers: list[str] = (),
-                startup: str | None = None, service_env: dict | None = None) -> str:
-    """The fragment to append to a jupyterhub_config.py (after its own ``c.Spawner.environment = ...``)."""
-    return TEMPLATE.format(name=SERVICE_NAME, host=host, port=int(port), python=str(python), db=str(db),
+                startup: str | None = None, service_env: dict | None = None, spawner: str = "Spawner") -> str:
+    """The fragment to append to a jupyterhub_config.py (after its own ``c.Spawner.environment = ...``).
+    ``host``: how the learners' servers reach the service (127.0.0.1 on one machine, the hub's Kubernetes
+    service "hub" in Z2JH, where the service listens on every interface); ``spawner``: the class whose
+    environment the hub's other configuration sets (KubeSpawner in Z2JH)."""
+    return TEMPLATE.format(name=SERVICE_NAME, host=host, spawner=spawner, port=int(port), python=str(python), db=str(db),
                            teach=TEACH_SCOPE, group=TEACHERS_GROUP, teachers=list(teachers), access=ACCESS,
                            startup=str(startup or STARTUP), service_env={"PYTHONUTF8": "1", **(service_env or {})})
 
@@ -63,9 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--python", required=True, help="the Python that has normlab (the learners' environment)")
     ap.add_argument("--db", required=True, help="the service's SQLite file, on a disk that survives restarts")
     ap.add_argument("--port", type=int, default=10101)
+    ap.add_argument("--host", default="127.0.0.1", help="the service's host name as the learners' servers see it")
+    ap.add_argument("--spawner", default="Spawner", help="the spawner class to configure (KubeSpawner in Z2JH)")
     ap.add_argument("--teacher", action="append", default=[], help="a teacher's hub user name (repeatable)")
     args = ap.parse_args(argv)
-    print(config_text(args.python, args.db, args.port, teachers=args.teacher))
+    print(config_text(args.python, args.db, args.port, args.host, args.teacher, spawner=args.spawner))
     return 0
 
 

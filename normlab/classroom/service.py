@@ -244,7 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     store = Store(args.db)
     url = urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:10101"))
-    make_app(store).listen(url.port or 80, url.hostname or "127.0.0.1")
+    host = url.hostname or "127.0.0.1"
+    local = host in ("127.0.0.1", "localhost", "::1")
+    make_app(store).listen(url.port or 80, host if local else "")     # a named host (Z2JH's "hub"): every interface
     print(f"[normlab-classroom] {time.strftime('%H:%M:%S')} listening on {url.geturl()}, "
           f"{store.count()} events in {args.db} ({store.journal_mode()})", flush=True)
     ioloop.IOLoop.current().start()
