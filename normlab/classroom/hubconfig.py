@@ -33,7 +33,7 @@ TEMPLATE = '''
 c.JupyterHub.services.append({{
     "name": "{name}",
     "url": "http://{host}:{port}",
-    "command": [{python!r}, "-m", "normlab.classroom.service", "--db", {db!r}],
+    "command": {command!r},
     "environment": {service_env!r},
     "oauth_client_allowed_scopes": ["{teach}"],
     "oauth_no_confirm": True,
@@ -51,12 +51,15 @@ c.{spawner}.environment.update({{"NORMLAB_CLASSROOM_URL": "http://{host}:{port}/
 
 
 def config_text(python: str, db: str, port: int = 10101, host: str = "127.0.0.1", teachers: list[str] = (),
-                startup: str | None = None, service_env: dict | None = None, spawner: str = "Spawner") -> str:
+                startup: str | None = None, service_env: dict | None = None, spawner: str = "Spawner",
+                decks: str | None = None) -> str:
     """The fragment to append to a jupyterhub_config.py (after its own ``c.Spawner.environment = ...``).
     ``host``: how the learners' servers reach the service (127.0.0.1 on one machine, the hub's Kubernetes
     service "hub" in Z2JH, where the service listens on every interface); ``spawner``: the class whose
-    environment the hub's other configuration sets (KubeSpawner in Z2JH)."""
-    return TEMPLATE.format(name=SERVICE_NAME, host=host, spawner=spawner, port=int(port), python=str(python), db=str(db),
+    environment the hub's other configuration sets (KubeSpawner in Z2JH); ``decks``: the built lecture
+    decks (build/slides) the service shows teachers with the class's bars."""
+    command = [str(python), "-m", "normlab.classroom.service", "--db", str(db)] + (["--decks", str(decks)] if decks else [])
+    return TEMPLATE.format(name=SERVICE_NAME, host=host, spawner=spawner, port=int(port), command=command,
                            teach=TEACH_SCOPE, group=TEACHERS_GROUP, teachers=list(teachers), access=ACCESS,
                            startup=str(startup or STARTUP), service_env={"PYTHONUTF8": "1", **(service_env or {})})
 
@@ -68,9 +71,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=int, default=10101)
     ap.add_argument("--host", default="127.0.0.1", help="the service's host name as the learners' servers see it")
     ap.add_argument("--spawner", default="Spawner", help="the spawner class to configure (KubeSpawner in Z2JH)")
+    ap.add_argument("--decks", help="the built lecture decks (build/slides) to show teachers with the class's bars")
     ap.add_argument("--teacher", action="append", default=[], help="a teacher's hub user name (repeatable)")
     args = ap.parse_args(argv)
-    print(config_text(args.python, args.db, args.port, args.host, args.teacher, spawner=args.spawner))
+    print(config_text(args.python, args.db, args.port, args.host, args.teacher, spawner=args.spawner,
+                      decks=args.decks))
     return 0
 
 

@@ -21,6 +21,7 @@ API, under the prefix (JSON; errors are {"error": "<Chinese (English)>"}):
     GET  api/grid, api/grid.csv  teacher: learners x lessons
     POST api/reveal              teacher: {"lesson", "id"}: the answer is shown to the class
     GET  api/session.js          a classic script: window.normlabClassroom = {user, teacher, xsrf, base}
+    GET  deck/NN_name.slides.html  teacher: a lecture deck (--decks) with the class's bars and reveal buttons
     GET  (the prefix itself)     the teacher's dashboard (a learner: their own record)
 """
 
@@ -185,6 +186,9 @@ class Session(Base):
 
     def get(self) -> None:
         user = self.current_user
+        if not user and self.get_argument("login", ""):     # a page that wants the class: the OAuth round first
+            self.redirect(self.get_login_url())
+            return
         info = {"user": None, "teacher": False, "xsrf": "", "base": self.hub_auth.base_url}
         if user:
             self.store.seen(user["name"], is_teacher(user))
@@ -192,6 +196,33 @@ class Session(Base):
         self.set_header("Content-Type", "text/javascript; charset=utf-8")
         self.set_header("Cache-Control", "no-store")
         self.finish(f"window.normlabClassroom = {json.dumps(info)};\n")
+
+
+class Deck(Base):
+    """The teacher's lecture decks (tools/book.py slides: build/slides/), served from --decks with the
+    class's bars added: the deck's HTML gets session.js and classroom.js before </body>. Teachers only
+    (a deck shows every answer)."""
+
+    def initialize(self, store: Store, decks: str | None) -> None:
+        super().initialize(store)
+        self.decks = Path(decks).resolve() if decks else None
+
+    @web.authenticated
+    def get(self, name: str) -> None:
+        self.teacher()
+        path = (self.decks / name).resolve() if self.decks else None
+        if path is None or self.decks not in path.parents or not path.is_file():
+            raise web.HTTPError(404, f"没有这个文件 (no such deck file)：{name}")
+        if path.name.endswith(".slides.html"):
+            base = self.hub_auth.base_url
+            tags = (f'<script src="{base}api/session.js"></script>\n'
+                    f'<script type="module" src="{base}static/classroom.js"></script>\n</body>')
+            self.set_header("Content-Type", "text/html; charset=utf-8")
+            self.finish(path.read_text(encoding="utf-8").replace("</body>", tags, 1))
+            return
+        import mimetypes
+        self.set_header("Content-Type", mimetypes.guess_type(path.name)[0] or "application/octet-stream")
+        self.finish(path.read_bytes())
 
 
 class Page(Base):
@@ -215,7 +246,7 @@ def cookie_secret(db: Path) -> bytes:
     return path.read_bytes().strip()
 
 
-def make_app(store: Store, prefix: str | None = None) -> web.Application:
+def make_app(store: Store, prefix: str | None = None, decks: str | None = None) -> web.Application:
     prefix = prefix or os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/normlab-classroom/")
     auth = HubOAuth(api_token=os.environ.get("JUPYTERHUB_API_TOKEN", ""))     # caches a token's owner 5 min
     kw = {"store": store}
@@ -225,7 +256,7 @@ def make_app(store: Store, prefix: str | None = None) -> web.Application:
         (r"api/record/([^/]{1,100})", Record, kw),
         (r"api/poll/(\d\d)/([A-Za-z0-9_-]{1,60})", Poll, kw), (r"api/lesson/(\d\d)", Lesson, kw),
         (r"api/class", Class, kw), (r"api/grid(\.csv)?", Grid, kw), (r"api/reveal", Reveal, kw),
-        (r"api/session\.js", Session, kw), (r"static/(.*)", web.StaticFileHandler, {"path": str(WEB)}),
+        (r"api/session\.js", Session, kw), (r"deck/(.+)", Deck, {**kw, "decks": decks}), (r"static/(.*)", web.StaticFileHandler, {"path": str(WEB)}),
         (r"", Page, kw),
     ]
     return web.Application(
@@ -241,12 +272,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--db", default=os.environ.get("NORMLAB_CLASSROOM_DB", "normlab-classroom.sqlite"),
                     help="the SQLite file (keep it on a persistent volume)")
+    ap.add_argument("--decks", default=os.environ.get("NORMLAB_CLASSROOM_DECKS"),
+                    help="the folder of the built decks (build/slides), served to teachers at deck/NAME")
     args = ap.parse_args(argv)
     store = Store(args.db)
     url = urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:10101"))
     host = url.hostname or "127.0.0.1"
     local = host in ("127.0.0.1", "localhost", "::1")
-    make_app(store).listen(url.port or 80, host if local else "")     # a named host (Z2JH's "hub"): every interface
+    make_app(store, decks=args.decks).listen(url.port or 80, host if local else "")     # a named host (Z2JH's "hub"): every interface
     print(f"[normlab-classroom] {time.strftime('%H:%M:%S')} listening on {url.geturl()}, "
           f"{store.count()} events in {args.db} ({store.journal_mode()})", flush=True)
     ioloop.IOLoop.current().start()

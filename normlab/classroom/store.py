@@ -53,7 +53,7 @@ CREATE TABLE IF NOT EXISTS reveals (
 );
 """
 PRESENT_SECONDS = 3 * 3600        # "logged in": seen by the service (page or kernel) in the last 3 hours
-DRILL_LESSON = "08"               # the drill cards are lesson 08's
+SEEN_EVERY = 60.0                 # seconds between two writes of one user's last_seen
 
 
 class Store:
@@ -65,10 +65,13 @@ class Store:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=FULL")        # a committed event survives a power cut, not only a crash
+        # WAL + NORMAL: a committed event survives a crash or kill of the service or the hub (it is in the
+        # WAL file); a power cut may lose the last moments' commits, never corrupt the file (SQLite's WAL docs).
+        self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.execute("PRAGMA busy_timeout=5000")
         self.db.executescript(SCHEMA)
         self.lock = threading.Lock()
+        self._seen: dict[str, tuple[float, bool]] = {}
 
     def close(self) -> None:
         self.db.close()
@@ -78,10 +81,16 @@ class Store:
 
     # ------------------------------------------------------------------------------------ writes
     def seen(self, user: str, teacher: bool = False, now: float | None = None) -> None:
+        """Note that the user is here (N counts learners seen lately); written at most once a minute each."""
+        now = now or time.time()
+        last = self._seen.get(user)
+        if last and last[1] == teacher and last[0] > now - SEEN_EVERY:
+            return
+        self._seen[user] = (now, teacher)
         with self.lock:
             self.db.execute("INSERT INTO people (user, teacher, last_seen) VALUES (?, ?, ?) ON CONFLICT(user) "
                             "DO UPDATE SET teacher = excluded.teacher, last_seen = excluded.last_seen",
-                            (user, int(teacher), now or time.time()))
+                            (user, int(teacher), now))
 
     def add(self, user: str, event: dict, now: float | None = None) -> None:
         """Append one checked event (a transaction of its own)."""
