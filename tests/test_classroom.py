@@ -181,3 +181,16 @@ def test_both_deployment_recipes_run_the_service_with_its_file_on_a_lasting_disk
     assert env["NORMLAB_CLASSROOM_URL"] == "http://hub:10101/services/normlab-classroom/" and hubconfig.ACCESS in scopes
     assert {"name": "normlab-classroom", "port": 10101, "targetPort": 10101} in values["hub"]["service"]["extraPorts"]
     assert values["singleuser"]["extraEnv"]["OMP_NUM_THREADS"] == "1"        # the course's own part still there
+
+
+def test_the_instructor_guide_quotes_the_benchmark_as_recorded():
+    """book/instructor.md's poll section: its load numbers are tools/bench_classroom.json's (rerun the
+    benchmark with --out tools/bench_classroom.json and the guide must follow)."""
+    guide = (ROOT / "book" / "instructor.md").read_text(encoding="utf-8")
+    section = guide.split("### 课堂投票", 1)[1].split("\n## ", 1)[0]
+    bench = json.loads((ROOT / "tools" / "bench_classroom.json").read_text(encoding="utf-8"))
+    cold, warm = bench["rounds"]
+    assert bench["events_in_store"] == bench["expected"] and warm["stored_200"] == warm["learners"] == 40
+    quoted = [f"{warm['teacher_sees_all_ms']} ms 内显示全部 40 人", f"中位数 {warm['post_median_ms']} ms",
+              f"最慢 {warm['post_max_ms']} ms", f"全部显示用了 {cold['teacher_sees_all_ms']} ms", "40 / 40"]
+    assert all(q in section for q in quoted), [q for q in quoted if q not in section]
