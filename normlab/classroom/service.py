@@ -200,29 +200,31 @@ class Session(Base):
 
 class Deck(Base):
     """The teacher's lecture decks (tools/book.py slides: build/slides/), served from --decks with the
-    class's bars added: the deck's HTML gets session.js and classroom.js before </body>. Teachers only
-    (a deck shows every answer)."""
+    class's bars added: the deck's HTML gets session.js and classroom.js before </body>. A deck is for
+    teachers only (it shows every answer); its vendored libraries (reveal.js, MathJax) for anyone."""
 
     def initialize(self, store: Store, decks: str | None) -> None:
         super().initialize(store)
         self.decks = Path(decks).resolve() if decks else None
 
-    @web.authenticated
     def get(self, name: str) -> None:
-        self.teacher()
         path = (self.decks / name).resolve() if self.decks else None
         if path is None or self.decks not in path.parents or not path.is_file():
             raise web.HTTPError(404, f"没有这个文件 (no such deck file)：{name}")
-        if path.name.endswith(".slides.html"):
-            base = self.hub_auth.base_url
-            tags = (f'<script src="{base}api/session.js"></script>\n'
-                    f'<script type="module" src="{base}static/classroom.js"></script>\n</body>')
-            self.set_header("Content-Type", "text/html; charset=utf-8")
-            self.finish(path.read_text(encoding="utf-8").replace("</body>", tags, 1))
+        if not path.name.endswith(".slides.html"):        # the decks' vendored libraries: nothing of the course
+            import mimetypes
+            self.set_header("Content-Type", mimetypes.guess_type(path.name)[0] or "application/octet-stream")
+            self.finish(path.read_bytes())
             return
-        import mimetypes
-        self.set_header("Content-Type", mimetypes.guess_type(path.name)[0] or "application/octet-stream")
-        self.finish(path.read_bytes())
+        if not self.current_user:                         # a teacher's browser: the OAuth round first
+            self.redirect(self.get_login_url())
+            return
+        self.teacher()
+        base = self.hub_auth.base_url
+        tags = (f'<script src="{base}api/session.js"></script>\n'
+                f'<script type="module" src="{base}static/classroom.js"></script>\n</body>')
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        self.finish(path.read_text(encoding="utf-8").replace("</body>", tags, 1))
 
 
 class Page(Base):

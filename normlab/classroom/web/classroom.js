@@ -13,6 +13,7 @@
 const POLL_MS = 500;          // the teacher's bars: "updates within a second"
 const REVEALS_MS = 2000;      // a learner's page asks which answers the teacher revealed
 const GUESS_EVENT = "normlab:guess", REVEAL_EVENT = "normlab:reveal";
+const PROMPT = ".nl-pr-ask[data-key]";     // a prompt's choice widget (web/predict.js): data-key "LL.id"
 
 export function session() {
   return window.normlabClassroom || null;
@@ -81,7 +82,8 @@ export function pollBars(holder, lesson, id, { teacher = false, interval = POLL_
     const most = Math.max(1, ...Object.values(p.counts));
     p.options.forEach((text, i) => {
       const key = Object.keys(p.counts)[i];
-      const row = el("div", { class: "nl-cr-row" + (p.answer === key ? " nl-cr-answer" : ""), "data-key": key, title: text }, rows);
+      const right = p.revealed && p.answer === key;      // a projected deck never shows the answer before the reveal
+      const row = el("div", { class: "nl-cr-row" + (right ? " nl-cr-answer" : ""), "data-key": key, title: text }, rows);
       el("span", { text: `(${key})` }, row);
       el("div", { class: "nl-cr-bar", style: `width:${(100 * p.counts[key] / most).toFixed(1)}%` }, row);
       el("span", { class: "nl-cr-count", text: String(p.counts[key]) }, row);
@@ -108,11 +110,11 @@ function promptKey(node) {
 }
 
 // The teacher's deck: bars (concealed until shown) and a reveal button under every prompt widget
-// ([data-key="LL.id"]; the deck's widgets render after load, so new ones are watched for).
+// (PROMPT; the deck's widgets render after load, so new ones are watched for).
 export function attachDeck() {
   const done = new Map();
   const scan = () => {
-    for (const node of document.querySelectorAll("[data-key]")) {
+    for (const node of document.querySelectorAll(PROMPT)) {
       const key = promptKey(node);
       if (key && !done.has(node)) done.set(node, pollBars(node.parentElement, key[0], key[1], { teacher: true, conceal: true }));
     }
@@ -126,19 +128,25 @@ export function attachDeck() {
 // A learner's page: bars after their guess; the teacher's reveals as events.
 export function attachLearner() {
   const shown = new Map(), revealed = new Set(), lessons = new Set();
-  for (const node of document.querySelectorAll("[data-key]")) { const k = promptKey(node); if (k) lessons.add(k[0]); }
+  const scan = () => {          // the lessons of the prompts on the page (widgets, or bars already shown)
+    for (const node of document.querySelectorAll(`${PROMPT}, [data-prompt]`)) {
+      const k = promptKey(node) || (node.dataset.prompt || "").split(".", 2);
+      if (k && k.length === 2 && k[0]) lessons.add(k[0]);
+    }
+  };
   document.addEventListener(GUESS_EVENT, (event) => {
     const { lesson, id } = event.detail || {};
     if (!lesson || !id) return;
     lessons.add(lesson);
     const key = `${lesson}.${id}`;
-    const target = (event.target instanceof Element && event.target.closest("[data-key]")) ||
-      document.querySelector(`[data-key="${CSS.escape(key)}"]`);
+    const target = (event.target instanceof Element && event.target.closest(PROMPT)) ||
+      document.querySelector(`.nl-pr-ask[data-key="${CSS.escape(key)}"]`);
     if (!target || shown.has(key)) return;
     // the guess reaches the service from the kernel: give it a moment, then poll a few times
     setTimeout(() => shown.set(key, pollBars(target.parentElement, lesson, id, { interval: REVEALS_MS })), 400);
   });
   async function reveals() {
+    scan();
     for (const lesson of lessons) {
       try {
         const r = await call(session(), "GET", `api/lesson/${lesson}`);
