@@ -169,9 +169,12 @@ def test_both_deployment_recipes_run_the_service_with_its_file_on_a_lasting_disk
     for the hub's Python); the Z2JH database is on the hub's persistent volume, /srv/jupyterhub."""
     import yaml
 
-    venv_bin = Path(sys.executable).parent
     tljh = (ROOT / "deploy" / "tljh" / "normlab.py").read_text(encoding="utf-8")
-    c = _load(tljh.replace('USER_ENV = "/opt/tljh/user/bin"', f"USER_ENV = {str(venv_bin)!r}"))
+    os.environ.update(NORMLAB_USER_ENV=str(Path(sys.executable).parent), NORMLAB_CLASSROOM="on")
+    try:
+        c = _load(tljh)
+    finally:
+        del os.environ["NORMLAB_USER_ENV"], os.environ["NORMLAB_CLASSROOM"]
     svc, env, _ = _service(c)
     assert svc["command"][-2:] == ["--db", "/srv/normlab/classroom.sqlite"] and env["OMP_NUM_THREADS"] == "1"
     values = yaml.safe_load((ROOT / "deploy" / "z2jh" / "values.yaml").read_text(encoding="utf-8"))

@@ -26,6 +26,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import hub as hubtool  # noqa: E402
+from bench_classroom import ClassHub  # noqa: E402
 
 from normlab.classroom import hubconfig  # noqa: E402
 
@@ -55,7 +56,7 @@ def hub(tmp_path_factory):
     decks.mkdir()
     extra = hubconfig.config_text(sys.executable, str(db), port=hubtool.free_port(), teachers=[TEACHER],
                                   service_env={"PYTHONPATH": os.environ.get("PYTHONPATH", str(ROOT))}, decks=str(decks))
-    h = hubtool.Hub(state, extra_config=extra)
+    h = ClassHub(state, extra)
     h.db, h.decks = db, decks
     with h:
         for name in LEARNERS:

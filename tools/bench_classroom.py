@@ -36,6 +36,18 @@ PREFIX = f"/services/{hubconfig.SERVICE_NAME}/"
 TEACHER = "teacher"
 
 
+class ClassHub(hubtool.Hub):
+    """tools/hub.py's test hub with the class service in its configuration (hubconfig.config_text's text,
+    as TLJH's config file appends it)."""
+
+    def __init__(self, state_dir: Path, extra_config: str):
+        self.extra_config = extra_config
+        super().__init__(state_dir)
+
+    def config(self) -> str:
+        return super().config() + self.extra_config
+
+
 def burst(hub, tokens: dict[str, str], teacher_token: str, lesson: str, pid: str, keys: str) -> dict:
     """All learners post a guess of lesson.pid at once; the teacher polls until n == K."""
     import requests
@@ -87,7 +99,7 @@ def run(k: int, state: Path) -> dict:
     extra = hubconfig.config_text(sys.executable, str(db), port=hubtool.free_port(), teachers=[TEACHER],
                                   service_env={"PYTHONPATH": str(ROOT)})
     rounds = []
-    with hubtool.Hub(state, extra_config=extra) as hub:
+    with ClassHub(state, extra) as hub:
         names = [f"learner{i:02d}" for i in range(k)]
         for name in names:
             hub.add_learner(name)

@@ -2,10 +2,10 @@
 
     python -m normlab.classroom.hubconfig --python /opt/tljh/user/bin/python --db /srv/normlab/classroom.sqlite
 
-One source for every hub that runs the service: the test hub (tools/hub.py, ``Hub(extra_config=...)``),
+One source for every hub that runs the service: the test hub (tools/bench_classroom.py's ClassHub),
 TLJH (deploy/tljh/normlab.py runs this command with the learners' environment and ``exec``s its output)
-and, written out once by hand, Zero to JupyterHub (deploy/z2jh/values.yaml, checked against this text
-by tests/test_classroom.py). It
+and Zero to JupyterHub (deploy/z2jh/values.yaml's hub.extraConfig does the same in the hub's pod); both
+are executed by tests/test_classroom.py. It
 
 * starts the service with the hub (``c.JupyterHub.services``: the hub restarts it if it exits);
 * lets every user reach it (the ``user`` role gains ``access:services!service=normlab-classroom``) and
