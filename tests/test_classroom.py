@@ -1,6 +1,6 @@
 """The class service's parts without a hub (issue 39): what a post may hold, the SQLite store, the kernel's
 client when there is no service or it does not answer. The service on a real hub: test_classroom_hub.py.
-Cost: ~2 s (two short child Pythons for the client)."""
+Cost: ~4 s, plus ~5 s for the one test that runs an exercise check and a drill check (torch)."""
 
 from __future__ import annotations
 
@@ -197,3 +197,39 @@ def test_the_instructor_guide_quotes_the_benchmark_as_recorded():
     quoted = [f"{warm['teacher_sees_all_ms']} ms 内显示全部 40 人", f"中位数 {warm['post_median_ms']} ms",
               f"最慢 {warm['post_max_ms']} ms", f"全部显示用了 {cold['teacher_sees_all_ms']} ms", "40 / 40"]
     assert all(q in section for q in quoted), [q for q in quoted if q not in section]
+
+
+def test_exercise_checks_and_drill_reports_log_events_the_service_accepts(monkeypatch):
+    """The two other recording places (exercises.check, a recorded drill check) hand the client events
+    that pass the service's own checks (events.parse), with the report's verdict and failed finding ids."""
+    import logging
+
+    import torch
+
+    from normlab import drills, exercises
+
+    got = []
+
+    class Catch(logging.Handler):
+        def emit(self, record):
+            got.append(record.normlab_event)
+
+    log = logging.getLogger("normlab.events")
+    handler, level = Catch(), log.level
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    monkeypatch.setenv("NORMLAB_DRILLS_FILE", "off")                   # no progress file written
+    try:
+        def blank(*args, **kwargs):
+            raise NotImplementedError
+
+        report = exercises.check("02.1", blank)
+        drill = drills.check("layernorm", torch.nn.LayerNorm, record=True)
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+    check_event, drill_event = got
+    assert check_event == {"kind": "check", "id": "02.1", "passed": False, "findings": [f.id for f in report.failed]}
+    assert drill_event["card"] == "layernorm" and drill_event["passed"] == drill.passed_at()
+    parsed = events.parse(body(got))
+    assert [e["kind"] for e in parsed] == ["check", "drill"] and parsed[0]["findings"] == ["not_written"]
