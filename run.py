@@ -6,6 +6,10 @@
 
     python3 run.py book      # 离线构建静态网页版课程 build/book/html/index.html
     python3 run.py slides    # 为每课生成 reveal.js 幻灯片 build/slides/*.slides.html
+    python3 run.py drills layernorm my_ln.py   # 面试手撕检查器（不用激活 .venv）；--progress 进度表，--help 每张卡片要写什么
+
+教师 (teachers)：教师指南 book/instructor.md（90 分钟课案、作业、评分）；python3 run.py book --teacher
+构建带答案和教师指南的教师版网页书；deploy/ 是班级服务器（JupyterHub）的部署文件（见 deploy/README.md）。
 
     python3 run.py course --reset 03      # 把 workspace/ 里第 03 课恢复原样（旧副本移到 workspace/.backup/）
     python3 run.py course --reset-all     # 全部恢复原样，包括你写的练习答案（同样先备份）
@@ -27,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -431,14 +436,38 @@ def cmd_course(args: list[str]) -> int:
            f"--LabApp.default_url=/lab/tree/{FIRST_NOTEBOOK}.ipynb"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
-    cmd += args
+    shell, env = course_terminals(os.environ)
+    cmd += shell + args
     # No OMP_WAIT_POLICY here: alone (a learner's usual case) the default is fastest (05: 23 s, against
     # 50 s with PASSIVE). Under contention spin-waits cost far more (60 steps of 01: 99 s vs 1.5 s), so
     # the lessons' small training loops run on one torch thread instead (normlab.train, threads=1).
     if IS_WINDOWS:
-        return run(cmd)
+        return run(cmd, env=env)
     os.chdir(ROOT)
-    os.execv(str(cmd[0]), [str(c) for c in cmd])  # JupyterLab takes over this process (Ctrl-C stops it)
+    os.execve(str(cmd[0]), [str(c) for c in cmd], env)  # JupyterLab takes over this process (Ctrl-C stops it)
+
+
+def course_terminals(environ) -> tuple[list[str], dict[str, str]]:
+    """JupyterLab's options and environment for terminals that run the course's Python: the venv's
+    bin/ (Scripts\\ on Windows) first on PATH, so `python -m normlab.drills --help` works in a Terminal
+    opened from the course's JupyterLab. The shell is named (jupyter_server_terminals otherwise starts a
+    login shell when its output is no terminal, and a login shell's /etc/profile resets PATH); bash
+    reads the learner's ~/.bashrc first and then puts the venv first again (a conda init line there
+    would otherwise win)."""
+    bindir = str(venv_bin("python").parent)
+    env = dict(environ, PATH=bindir + os.pathsep + environ.get("PATH", ""), VIRTUAL_ENV=str(VENV))
+    if IS_WINDOWS:
+        return [], env
+    shell = environ.get("SHELL") or shutil.which("sh") or "/bin/sh"
+    argv = [shell]
+    if Path(shell).name == "bash":
+        rc = ROOT / "build" / "jupyter" / "terminal.bashrc"
+        rc.parent.mkdir(parents=True, exist_ok=True)
+        rc.write_text("# run.py course: the learner's own ~/.bashrc, then the course's environment first on PATH\n"
+                      '[ -f ~/.bashrc ] && . ~/.bashrc\n'
+                      f'export PATH={shlex.quote(bindir)}":$PATH"\n', encoding="utf-8")
+        argv += ["--rcfile", str(rc)]
+    return [f"--ServerApp.terminado_settings=shell_command={json.dumps(argv)}"], env
 
 
 # Three pytest workers, on two cores too: with two, the CPU was busy 71% of the run (490 s of CPU in
@@ -526,8 +555,27 @@ def cmd_slides(args: list[str]) -> int:
     return code
 
 
-COMMANDS = {"course": cmd_course, "test": cmd_test, "book": cmd_book, "slides": cmd_slides, "freeze": cmd_freeze,
-            "sweep": cmd_sweep}
+def drills_prog(cwd: Path | None = None) -> str:
+    """The command that starts the drill checker from where this one runs: `python3 run.py drills`
+    (`py run.py drills` on Windows), with run.py's path when the shell is elsewhere."""
+    cwd = Path.cwd() if cwd is None else cwd
+    script = "run.py" if cwd.resolve() == ROOT else str(ROOT / "run.py")
+    if " " in script:
+        script = f'"{script}"'
+    return f"{'py' if IS_WINDOWS else 'python3'} {script} drills"
+
+
+def cmd_drills(args: list[str]) -> int:
+    """The interview-drill checker (normlab.drills) in the venv, from a plain shell with nothing activated:
+    `python3 run.py drills layernorm my_ln.py`, `--progress`, `--help`. FILE paths are read from the
+    shell's own folder; what the checker prints as its command is this one (NORMLAB_DRILLS_PROG)."""
+    py = ensure_env()
+    env = dict(os.environ, NORMLAB_DRILLS_PROG=drills_prog())
+    return subprocess.call([str(py), "-m", "normlab.drills", *args], env=env)
+
+
+COMMANDS = {"course": cmd_course, "test": cmd_test, "book": cmd_book, "slides": cmd_slides, "drills": cmd_drills,
+            "freeze": cmd_freeze, "sweep": cmd_sweep}
 
 
 def utf8_everywhere() -> None:
