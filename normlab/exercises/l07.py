@@ -42,7 +42,7 @@ def _params(m: nn.Module) -> dict[str, nn.Parameter]:
 
 # --------------------------------------------------------------------------- 07.1 ScaleNorm
 
-@exercise("07.1", title="ScaleNorm：只有一个标量增益 g 的 RMSNorm (one scalar gain)", target_minutes=8)
+@exercise("07.1", title="ScaleNorm：只有一个标量增益 g 的 RMSNorm (one scalar gain)", target_minutes=8, checks=4)
 def check_scalenorm(answer) -> list[Finding]:
     out: list[Finding] = []
     m = _module(answer, D)
@@ -115,7 +115,7 @@ def reference_logits(q: Tensor, k: Tensor, qn, kn, scale: float = DH ** -0.5, sp
 
 
 @exercise("07.2", title="每个头的 QK-norm：注意力 logit 与它的界 (per-head QK-norm and the logit bound)",
-          target_minutes=12)
+          target_minutes=12, checks=2)
 def check_qk(answer) -> list[Finding]:
     out: list[Finding] = []
     att, x = qk_setup(71)
@@ -161,7 +161,7 @@ def check_qk(answer) -> list[Finding]:
 
 # --------------------------------------------------------------------------- 07.3 DyT
 
-@exercise("07.3", title="DyT：γ·tanh(αx) + β，α 是可学习的标量 (Dynamic Tanh)", target_minutes=10)
+@exercise("07.3", title="DyT：γ·tanh(αx) + β，α 是可学习的标量 (Dynamic Tanh)", target_minutes=10, checks=5)
 def check_dyt(answer) -> list[Finding]:
     out: list[Finding] = []
     m = _module(answer, D)
