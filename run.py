@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import locale
 import os
 import shlex
 import shutil
@@ -293,8 +294,9 @@ def ensure_env(extras: tuple[str, ...] = COURSE_EXTRAS, torch_override: str | No
     if not py.exists():
         say(f"创建虚拟环境 {VENV.relative_to(ROOT) if VENV.is_relative_to(ROOT) else VENV}/ "
             "(creating the virtual environment) ...")
-        if run([BASE_PYTHON, "-m", "venv", VENV]) != 0:
-            say("无法创建虚拟环境：请确认已安装 python3-venv。(could not create the venv; is python3-venv installed?)")
+        failed = create_venv(BASE_PYTHON, VENV)
+        if failed:
+            say(failed)
             sys.exit(1)
     have, have_torch = read_stamp()
     switch = override != "auto" and have_torch and torch_choice(override)[0] != have_torch
@@ -339,6 +341,26 @@ def ensure_env(extras: tuple[str, ...] = COURSE_EXTRAS, torch_override: str | No
     STAMP.write_text(f"{wanted_stamp()}\n{','.join(extras)}\n{got}\n", encoding="utf-8")
     say(f"环境就绪 (environment ready) in {time.time() - t0:.0f} s · torch {build}")
     return py
+
+
+def create_venv(python: str, where: Path, *options: str) -> str | None:
+    """`python -m venv where`; None when it worked, else what went wrong, said from what venv printed:
+    python3-venv missing (Debian/Ubuntu) only when that is what it says."""
+    p = subprocess.run([python, "-m", "venv", *options, str(where)], capture_output=True, cwd=ROOT)
+    if p.returncode == 0:
+        return None
+    utf8 = os.environ.get("PYTHONUTF8") == "1"
+    said = (p.stdout + p.stderr).decode("utf-8" if utf8 else locale.getpreferredencoding(False), errors="replace")
+    last = "\n".join(said.strip().splitlines()[-6:])
+    if "No module named venv" in said or "ensurepip" in said and "not available" in said or \
+            "No module named ensurepip" in said:
+        return ("无法创建虚拟环境：这个 Python 没有 venv / ensurepip 模块，Debian/Ubuntu 上请安装 python3-venv"
+                f"（sudo apt-get install python3-venv）。(venv or ensurepip is missing)\n{last}")
+    if "surrogates not allowed" in said:
+        return (f"无法创建虚拟环境：文件夹 {where} 的名字不是 UTF-8 编码的字节，而 Python 处在 UTF-8 模式 (PYTHONUTF8=1)："
+                "名字里的字节变成了 UTF-8 文本文件（pyvenv.cfg）写不下的代理字符 (surrogates)。取消 PYTHONUTF8 再运行，"
+                f"或把仓库放进名字是 UTF-8 或 ASCII 的文件夹。(the folder's name is not UTF-8 and UTF-8 mode is on)\n{last}")
+    return f"无法创建虚拟环境 (python -m venv failed)，它的输出：\n{last}"
 
 
 def configure_jupyter() -> None:
@@ -578,8 +600,25 @@ COMMANDS = {"course": cmd_course, "test": cmd_test, "book": cmd_book, "slides": 
             "freeze": cmd_freeze, "sweep": cmd_sweep}
 
 
+def utf8_mode_helps(paths: tuple[Path, ...] | None = None, windows: bool = IS_WINDOWS) -> bool:
+    """Whether UTF-8 mode suits the course's paths: always on Windows (file names are Unicode there),
+    on POSIX where the repository's and the shell's folders are named in UTF-8 (or ASCII) bytes. A folder
+    named in the locale's own other encoding (GB18030 bytes under a zh_CN.GB18030 locale) would be
+    decoded into surrogates in UTF-8 mode, which no UTF-8 text file (the venv's pyvenv.cfg) can hold;
+    without UTF-8 mode Python reads it in the locale's encoding, correctly."""
+    if windows:
+        return True
+    for path in (ROOT, Path.cwd()) if paths is None else paths:
+        try:
+            os.fsencode(path).decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+    return True
+
+
 def utf8_everywhere() -> None:
-    """UTF-8 whatever the learner's locale (a Simplified-Chinese Windows console is GBK / cp936).
+    """UTF-8 whatever the learner's locale (a Simplified-Chinese Windows console is GBK / cp936), where
+    it helps (utf8_mode_helps: not for a POSIX folder named in another encoding, where it is turned off).
 
     PYTHONUTF8=1 (PEP 540) is inherited by every child process this file starts: the venv's Python,
     pip, JupyterLab and through it every kernel, pytest and its xdist workers (execnet's bootstrap
@@ -587,7 +626,7 @@ def utf8_everywhere() -> None:
     open() without an encoding, and stdin/stdout, are UTF-8 whatever the code page. Our own code
     names encoding="utf-8" anyway (tests/test_encoding.py); this covers third-party code too.
     Our own console: a character the console cannot show is replaced, never a crash."""
-    os.environ["PYTHONUTF8"] = "1"
+    os.environ["PYTHONUTF8"] = "1" if utf8_mode_helps() else "0"
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.reconfigure(errors="replace")

@@ -602,3 +602,26 @@ def test_the_test_command_writes_bytecode_caches_even_where_they_are_switched_of
     assert "pytest" in cmd and "PYTHONDONTWRITEBYTECODE" not in kw["env"]
     assert kw["env"]["OMP_NUM_THREADS"] == "1" and kw["env"]["NORMLAB_DRILLS_FILE"] == "off"
     assert os.environ["PYTHONDONTWRITEBYTECODE"] == "1"        # the caller's own environment is left as it was
+
+
+def test_utf8_mode_only_where_the_paths_are_utf8(runpy, tmp_path):
+    """Issue 36 item 8: UTF-8 mode for run.py's children on Windows and for ASCII or UTF-8 folder names;
+    not for a POSIX folder named in GB18030 bytes (UTF-8 mode would turn them into surrogates)."""
+    gb18030 = Path(os.fsdecode(b"/tmp/" + "张三 的文件".encode("gb18030")))
+    assert runpy.utf8_mode_helps((ROOT, tmp_path / "学习 课程"), windows=False)
+    assert not runpy.utf8_mode_helps((ROOT, gb18030), windows=False)
+    assert runpy.utf8_mode_helps((ROOT, gb18030), windows=True)
+
+
+def test_a_failed_venv_says_what_venv_said(runpy, tmp_path):
+    """Not "install python3-venv" when venv exists: the failure of a Python that cannot make this venv is
+    quoted; python3-venv is named only when venv or ensurepip is what is missing."""
+    blocker = tmp_path / "file"
+    blocker.write_text("x", encoding="utf-8")
+    said = runpy.create_venv(sys.executable, blocker / "venv", "--without-pip")   # a file where a folder must go
+    assert said and "python3-venv" not in said and "venv failed" in said
+    fake = tmp_path / "python-without-venv"
+    fake.write_text(f"#!/bin/sh\necho 'No module named venv' >&2\nexit 1\n", encoding="utf-8")
+    fake.chmod(0o755)
+    if os.name != "nt":
+        assert "python3-venv" in runpy.create_venv(str(fake), tmp_path / "v")
