@@ -151,6 +151,7 @@ class WebWidget(anywidget.AnyWidget):
     grid_meta = traitlets.Dict().tag(sync=True)
     live_grid: ClassVar[bool] = False        # static_grid() is cheap (shipped): send it to the front-end
     grid_fixed: ClassVar[dict] = {}          # controls outside the grid's key that it assumes ({"seed": 0})
+    _grid: Mapping = {}                      # the live grid (set in __init__ where live_grid), {} otherwise
 
     def __init_subclass__(cls, **kwargs) -> None:
         if cls.__dict__.get("web_name"):
@@ -172,7 +173,6 @@ class WebWidget(anywidget.AnyWidget):
         if grid_controls is not None:
             self.grid_controls = grid_controls
         super().__init__(spec=dict(spec or {}), **kwargs)
-        self._grid: Mapping = {}
         self.controls = dict(controls or {})       # computes the first data (observer below)
         if not self.data and not self.error:
             self._recompute(self.controls)
