@@ -28,8 +28,8 @@ from __future__ import annotations
 import hashlib
 import io
 import itertools
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import ClassVar
 from functools import lru_cache
 
@@ -275,12 +275,9 @@ class AxesExplorer(WebWidget):
 
     @staticmethod
     def _full_grid() -> dict | None:
-        """Every norm's grid: from the shipped file (once per process), None where it is missing or stale."""
+        """Every norm's grid: the shipped file, read once per process (None where it is missing or stale)."""
         if NORMS not in AxesExplorer._grids:
-            full = grid_file.read(GRID_FILE, grid_header())
-            if full is None:
-                return None
-            AxesExplorer._grids[NORMS] = full
+            AxesExplorer._grids[NORMS] = grid_file.read(GRID_FILE, grid_header())
         return AxesExplorer._grids[NORMS]
 
     @property
