@@ -232,7 +232,10 @@ def test_run_py_usage_environment_check_and_torch_choice(learner):
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert result["torch"] == next(d.replace(" ", "") for d in project["dependencies"] if d.startswith("torch"))
-    assert result["choice"][0] in ("cpu", "default") and result["utf8"] == "1"
+    assert result["choice"][0] in ("cpu", "default")
+    # here (Linux) the folder is named in GBK bytes, which UTF-8 mode would read as surrogates: run.py leaves it
+    # off (utf8_mode_helps; on Windows, whose names are Unicode, it is on: tests/test_run.py)
+    assert result["utf8"] == "0"
     assert f"[normlab] torch: {result['torch']}" in out
 
 

@@ -114,23 +114,31 @@ def plain_shell_env() -> dict[str, str]:
 
 
 @pytest.mark.skipif(os.name == "nt", reason="a POSIX shell line")
-def test_the_printed_drill_command_works_from_a_plain_shell_in_another_folder(tmp_path):
+def test_the_printed_drill_command_works_from_a_plain_shell_in_another_folder(tmp_path, monkeypatch, capsys):
     """README, 08 and the instructor guide print `python3 run.py drills ...` (issue 36 item 6): typed in a
-    plain shell, no venv activated, it checks the learner's file in the shell's folder, and the checker
-    prints that same command (with run.py's path, from another folder) as the one to run next."""
+    plain shell, no venv activated, it checks the learner's file in the shell's folder (one command: each
+    costs a torch import); the checker prints the command that started it (NORMLAB_DRILLS_PROG, which
+    run.py sets to that command) as the one to run next."""
+    import importlib
+
     (tmp_path / "my_ln.py").write_text((ROOT / "tests" / "drill_corpus" / "ln_textbook_two_pass.py")
                                        .read_text(encoding="utf-8"), encoding="utf-8")
     env = dict(plain_shell_env(), NORMLAB_DRILLS_FILE=str(tmp_path / "progress.json"))
-
-    def shell(line: str) -> subprocess.CompletedProcess:
-        return subprocess.run(line, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True,
-                              encoding="utf-8", timeout=300)
     prog = f"python3 {ROOT / 'run.py'} drills"
-    start = shell(f"{prog} start layernorm")
-    assert start.returncode == 0 and f"{prog} check layernorm my_layernorm.py" in start.stdout, start.stdout + start.stderr
-    check = shell(f"{prog} layernorm my_ln.py")
+    check = subprocess.run(f"{prog} layernorm my_ln.py", shell=True, cwd=tmp_path, env=env, capture_output=True,
+                           text=True, encoding="utf-8", timeout=300)
     assert check.returncode == 0 and "面试级 ✓" in check.stdout, check.stdout + check.stderr
     assert json.loads((tmp_path / "progress.json").read_text(encoding="utf-8"))["kinds"]["layernorm"]["attempts"] == 1
+    import normlab.drills.__main__ as cli
+    monkeypatch.setenv("NORMLAB_DRILLS_PROG", prog)
+    monkeypatch.setenv("NORMLAB_DRILLS_FILE", str(tmp_path / "progress.json"))
+    monkeypatch.chdir(tmp_path)
+    try:
+        assert importlib.reload(cli).main(["start", "layernorm"]) == 0
+    finally:
+        monkeypatch.delenv("NORMLAB_DRILLS_PROG")
+        importlib.reload(cli)
+    assert f"{prog} check layernorm my_layernorm.py" in capsys.readouterr().out
 
 
 def test_drill_command_names_run_py_as_typed(runpy, tmp_path):
