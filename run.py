@@ -560,8 +560,10 @@ def cmd_sweep(args: list[str]) -> int:
 
 
 def cmd_book(args: list[str]) -> int:
-    """Build the static book offline: build/book/html/index.html. Executes only the notebooks not
-    current in build/executed/ (after `run.py test`: none)."""
+    """Build the static book offline: build/book/html/index.html, the learners' book (the learner copies
+    as run: stubs and their checks' output, no solution; each prompt's experiment shown after a guess);
+    `--teacher`: build/book_teacher/html/, the solutions and the instructor guide. Executes only the
+    notebooks not current in build/executed/ (after `run.py test`: none)."""
     py, t0 = ensure_env(), time.time()
     code = run([py, ROOT / "tools" / "book.py", "book", *args])
     say(f"网页版用时 (book build time): {time.time() - t0:.0f} s, exit code {code}")
