@@ -845,7 +845,7 @@ def test_learner_version_of_the_drill_notebook_holds_no_answer():
     for phrase in hinted + ("sublayer(norm(x))", "norm(x + sublayer", "var(", ".std(", "xavier_normal_(module"):
         assert phrase not in opened, phrase
     assert all(phrase in text for phrase in hinted)                         # behind the reveal
-    assert text.count("<details><summary>提示 (hint)</summary>") == 9
+    assert text.count("<details><summary>提示 (hint)</summary>") == len(drills.CARDS)
     assert not [c for c in learner.cells if not c.source.strip()]            # no empty leftover cell
     assert not any(nbtools.is_teacher_note(c) for c in learner.cells)
 
@@ -864,6 +864,9 @@ REQUIRED = {   # card heading -> what its task must state: the signature, the na
     "⑧ DeepNorm": ["deepnorm_constants(arch, N, M) -> (alpha, beta)", "deepnorm_residual(x, fx, alpha)",
                   "deepnorm_init(block, beta)", '"encdec_encoder"', "q_proj", "fc2"],
     "⑨ DyT": ["DyT(d, alpha_init=0.5)", "self.alpha", "self.weight", "self.bias", "(..., d)"],
+    "⑩ GroupNorm": ["GroupNorm(num_groups, num_channels, eps=1e-5)", "self.weight", "self.bias", "self.eps", "(N, C, H, W)"],
+    "⑪ GroupNorm": ["groupnorm_backward(grad_out, x, weight, num_groups, eps) -> (grad_x, grad_weight, grad_bias)",
+                   "(N, C, H, W)"],
 }
 
 

@@ -77,7 +77,7 @@ def rows_of(out: str) -> dict[str, list[str]]:
     """--progress's rows by card name (and "  kind" for a card's kinds)."""
     rows = {}
     for line in out.splitlines():
-        if line[:1] in "①②③④⑤⑥⑦⑧⑨":
+        if line[:1] in progress.NUMBERS:
             rows[line.split()[1]] = re.split(r"\s{2,}", line.split(None, 2)[2].strip())
         elif line.startswith("   ") and line.split()[0] in drills.KINDS:
             rows["  " + line.split()[0]] = re.split(r"\s{2,}", line.strip())[1:]
@@ -265,7 +265,7 @@ def test_help_says_what_each_file_defines_where_progress_is_and_how_to_reset(pro
 
 def test_progress_counts_the_cards_the_lesson_shows(monkeypatch, capsys):
     """--progress has one row per card of notebook 08, in its order, and counts cards, not kinds."""
-    headings = re.findall(r"^## ([①②③④⑤⑥⑦⑧⑨])", _notebook_text(), flags=re.M)
+    headings = re.findall(rf"^## ([{progress.NUMBERS}])", _notebook_text(), flags=re.M)
     assert headings == [number for number, _, _ in drills.CARDS.values()]       # the lesson's cards are CARDS
     clock = FakeClock()
     monkeypatch.setattr(progress, "clock", clock)

@@ -18,6 +18,7 @@ from torch import nn
 from normlab import drills
 from normlab.drills import progress
 from normlab.drills.checks.backward_fit import fit_grad_x
+from normlab.drills.checks.geometry import Geometry
 from normlab.drills.checks.properties import measure
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -214,7 +215,7 @@ def _bw(gx_of):
     (lambda g, xh, r, w: r * (g - (g * w).mean(-1, keepdim=True) - xh * (g * w * xh).mean(-1, keepdim=True)),
      "term_coefficient", "少乘了 γ"),
     (lambda g, xh, r, w: r * (g * w - (g * w).mean(-1, keepdim=True) + xh * (g * w * xh).mean(-1, keepdim=True)),
-     "term_coefficient", "应为 -1"),
+     "term_sign", "符号反了"),
     (lambda g, xh, r, w: (g * w - (g * w).mean(-1, keepdim=True) - xh * (g * w * xh).mean(-1, keepdim=True)) / r,
      "rstd_power", "σ 而不是 1/σ"),
     (lambda g, xh, r, w: g * w - (g * w).mean(-1, keepdim=True) - xh * (g * w * xh).sum(-1, keepdim=True),
@@ -238,10 +239,11 @@ def test_backward_fit_claims_nothing_it_cannot_show():
         gy = torch.randn(shape, generator=g, dtype=torch.float64)
         (F.layer_norm(x, shape[1:], w, None, eps) * gy).sum().backward()
         probes.append({"x": x.detach(), "w": w, "gy": gy, "eps": eps, "got": (x.grad,)})
-    assert fit_grad_x(probes, "layernorm") == {}
+    geos = [Geometry("layernorm", tuple(p["x"].shape)) for p in probes]
+    assert fit_grad_x(probes, geos) == {}
     for p in probes:
         p["got"] = (torch.tanh(p["x"]) * p["gy"],)
-    assert fit_grad_x(probes, "layernorm") is None
+    assert fit_grad_x(probes, geos) is None
 
 
 # ---------------------------------------------------------------- no message describes the code's own behaviour as the fix
@@ -255,7 +257,7 @@ def test_eval_without_gamma_beta_is_named_not_told_to_normalise():
     assert "eval_mode" not in report.ids()
     # the same diagnosis still names what the code does NOT do: eps left out (and γ/β kept)
     _, impl = _load("bn_eval_no_eps")
-    f = next(f for f in drills.check("batchnorm", impl).failed if f.id == "eval_mode")
+    f = next(f for f in drills.check("batchnorm", impl).failed if f.id == "eval_eps_missing")
     assert "少了 ε" in f.message and "γ" not in f.message
 
 

@@ -87,7 +87,7 @@ def test_ledger_ranges_equal_their_records(stem):
 
 # --- every number from a record or a citation ---------------------------------------------------------
 
-MEASURED = re.compile(r"\d+(?:\.\d+)?(?:\s*[–~-]\s*\d+(?:\.\d+)?)?\s*(?:倍|×|%)|[一二两三四五六七八九十百千万]+倍"
+MEASURED = re.compile(r"\d+(?:\.\d+)?(?:\s*[–~-]\s*\d+(?:\.\d+)?)?\s*(?:倍|×(?!\s*线程)|%)|[一二两三四五六七八九十百千万]+倍"
                       r"|\d+\.\d+\s*[–-]\s*\d+\.\d+|(?<=约)\s*\d+\.\d+")
 # A citation that points into its source (a paper's §/figure/table/theorem, code at a commit). It sources the numbers
 # of its sentence unless the sentence speaks of our seeds: then the number is ours and needs its record.
@@ -223,10 +223,16 @@ def ledger_number_problems(stem: str) -> list[str]:
         bounds += [float(ev["holds"].lstrip("<>=~")) for ev in records if ev.get("holds")]
         notes = " ".join(ev.get("note", "") for ev in records if ev.get("holds"))   # "10 倍 = 10^1 (holds >1)"
         notes += " ".join(e.get("derived", []))                                   # arithmetic the claim shows
+        spans = [[float(b) for b in ev["range"].split("..")] for ev in records]
         for n, sentence in unsourced_numbers(e.get("claim", "")):
             if n in notes:
                 continue
-            for x in re.findall(r"\d+(?:\.\d+)?", n):
+            pair = re.findall(r"\d+(?:\.\d+)?", n)
+            if len(pair) == 2 and "%" not in n:        # a quoted range "a–b": a record range inside it, as the prose rounds
+                d = max(len(x.partition(".")[2]) for x in pair)
+                if any(float(pair[0]) <= round(lo, d) and round(hi, d) <= float(pair[1]) for lo, hi in spans):
+                    continue
+            for x in pair:
                 tol = 0.5 * 10 ** -len(x.partition(".")[2]) + 1e-9
                 candidates = [float(x)] + ([float(x) / 100] if "%" in n else [])
                 if not any(abs(c - b) <= tol * (0.01 if c != float(x) else 1) for c in candidates for b in bounds):

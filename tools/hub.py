@@ -1,6 +1,5 @@
-"""A real JupyterHub on 127.0.0.1 for the course's tests and its class-size measurement (issue 29).
-
-    python3 tools/hub.py sizing --learners 1 2 4     # lesson 01 Run All by K learners at once -> a table
+"""A real JupyterHub on 127.0.0.1 for the course's tests and its class-size measurement (issue 29;
+the measurement itself is tools/class_sizing.py).
 
 Configuration at the top, one class that starts and stops the hub, and the three things a test does
 with it: start a learner's server, log a learner in (cookie) or give them a token, and run code in a
@@ -116,11 +115,16 @@ class Hub:
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
         self.log_path = self.state / "hub.log"
-        (self.state / "jupyterhub_config.py").write_text(CONFIG.format(
+        self.proxy_token = secrets.token_hex(16)
+        self.env: dict[str, str] = {}                   # more environment for the hub (a subclass's)
+        (self.state / "jupyterhub_config.py").write_text(self.config(), encoding="utf-8")
+
+    def config(self) -> str:
+        """The hub's jupyterhub_config.py (tests/test_hub_accounts.py's hub writes its own)."""
+        return CONFIG.format(
             port=self.port, hub_port=self.hub_port, proxy_api_port=self.proxy_api_port, state=self.state,
             bin=VENV_BIN, python=sys.executable, password=PASSWORD, homes=self.homes, workspace=WORKSPACE,
-            kernel_env=KERNEL_ENV, proxy_token=secrets.token_hex(16), service_token=self.service_token),
-            encoding="utf-8")
+            kernel_env=KERNEL_ENV, proxy_token=self.proxy_token, service_token=self.service_token)
 
     # ------------------------------------------------------------------------------- lifecycle
     def start(self) -> "Hub":
@@ -129,7 +133,7 @@ class Hub:
         # migrations (alembic) rebuild the venv's path through the locale's encoding, and a venv in a folder
         # named in Chinese becomes mojibake ("Path doesn't exist: .../瀛︿範 璇剧▼/..."): the hub exits.
         env.update(PYTHONUTF8="1", LC_ALL="C.UTF-8", LANG="C.UTF-8",
-                   PATH=f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}")
+                   PATH=f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}", **self.env)
         log = open(self.log_path, "a", encoding="utf-8")
         self.proc = subprocess.Popen([str(VENV_BIN / "jupyterhub"), "-f", str(self.state / "jupyterhub_config.py")],
                                      cwd=self.state, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -264,8 +268,15 @@ class Hub:
         r = requests.post(f"{base}/kernels", json={"name": "python3"}, headers=headers, timeout=60)
         assert r.status_code in (200, 201), (r.status_code, r.text[:300])
         kernel = r.json()["id"]
-        ws = websocket.create_connection(f"ws://127.0.0.1:{self.port}/user/{name}/api/kernels/{kernel}/channels",
-                                         header=[f"Authorization: token {token}"], timeout=timeout)
+        for attempt in range(3):        # a busy machine: the proxy may time out the handshake (599)
+            try:
+                ws = websocket.create_connection(
+                    f"ws://127.0.0.1:{self.port}/user/{name}/api/kernels/{kernel}/channels",
+                    header=[f"Authorization: token {token}"], timeout=timeout)
+                break
+            except websocket.WebSocketBadStatusException as err:
+                if attempt == 2 or getattr(err, "status_code", None) != 599:
+                    raise
         out, error, session, t0 = [], None, uuid.uuid4().hex, time.time()
         try:
             for code in cells:
@@ -314,56 +325,3 @@ def lesson_cells(home: Path, notebook: str) -> list[str]:
     cells += [c.source for c in nb.cells if c.cell_type == "code"]
     cells.append("import resource; print(f'RESULT peak_mb={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}')")
     return cells
-
-
-def sizing(learners: list[int], state_dir: Path, notebook: str = "01_residuals.ipynb") -> list[dict]:
-    """K learners run `notebook` at the same moment, each in their own kernel on the hub: wall time per
-    learner and each kernel's peak resident memory."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    rows = []
-    with Hub(state_dir) as hub:
-        names = [f"learner{i}" for i in range(max(learners))]
-        for name in names:
-            hub.add_learner(name)
-            hub.start_server(name)
-        tokens = {name: hub.token(name) for name in names}
-        for k in learners:
-            print(f"[hub] {k} learner(s) run {notebook} at once ...", flush=True)
-            with ThreadPoolExecutor(k) as pool:
-                runs = list(pool.map(lambda n: hub.run_code(n, tokens[n], lesson_cells(hub.home(n), notebook)),
-                                     names[:k]))
-            for name, r in zip(names[:k], runs):
-                peak = r["stdout"].split("RESULT peak_mb=", 1)[-1].split()[0] if "RESULT" in r["stdout"] else "nan"
-                rows.append({"K": k, "learner": name, "seconds": round(r["seconds"], 1), "peak_mb": float(peak),
-                             "error": r["error"]})
-                print(f"    K={k} {name}: {r['seconds']:.1f} s, peak {peak} MB"
-                      + (f", ERROR {r['error']}" if r["error"] else ""), flush=True)
-    return rows
-
-
-def main(argv: list[str]) -> int:
-    import argparse
-    import tempfile
-
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("sizing", help="K learners run lesson 01 at once")
-    s.add_argument("--learners", type=int, nargs="+", default=[1, 2, 4])
-    s.add_argument("--notebook", default="01_residuals.ipynb")
-    s.add_argument("--out", default=str(ROOT / "build" / "hub_sizing.json"))
-    args = ap.parse_args(argv)
-    why = available()
-    if why:
-        print(why)
-        return 2
-    with tempfile.TemporaryDirectory(prefix="normlab-hub-") as tmp:
-        rows = sizing(args.learners, Path(tmp), args.notebook)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"cpu_count": os.cpu_count(), "rows": rows}, indent=1), encoding="utf-8")
-    print(f"written {args.out}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -25,6 +25,8 @@ Kinds and what ``impl`` is (signatures mirror torch.nn):
     "layernorm_backward"  f(grad_out, x, weight, eps) -> (grad_x, grad_weight, grad_bias), last dim
     "batchnorm_backward"  the same signature, (N, C) in training mode
     "rmsnorm_backward"    f(grad_out, x, weight, eps) -> (grad_x, grad_weight)
+    "groupnorm"           class GroupNorm(num_groups, num_channels, eps=1e-5): weight, bias (C,); (N, C, H, W)
+    "groupnorm_backward"  f(grad_out, x, weight, num_groups, eps) -> (grad_x, grad_weight, grad_bias), (N, C, H, W)
     "deepnorm_constants"  f(arch, N, M) -> (alpha, beta), arch in encoder / decoder /
                           encdec_encoder / encdec_decoder (Wang et al. 2022 §4.3)
     "deepnorm_residual"   f(x, fx, alpha) -> LN(alpha * x + fx)   (LN without affine, last dim)
@@ -67,7 +69,8 @@ from __future__ import annotations
 import torch
 
 from . import progress
-from .checks import (backward_checks, block_checks, bn_checks, deepnorm_constant_checks, deepnorm_init_checks,
+from .checks import keepdim
+from .checks import (backward_checks, block_checks, bn_checks, gn_checks, deepnorm_constant_checks, deepnorm_init_checks,
                      deepnorm_residual_checks, dyt_checks, ln_checks)
 from .progress import CARDS, DEFINES, TARGETS, record_progress, start
 from .report import LEVELS, Finding, Report, SubmissionError
@@ -79,6 +82,8 @@ KINDS = {
     "layernorm_backward": lambda fn, out: backward_checks(fn, "layernorm", out),
     "batchnorm_backward": lambda fn, out: backward_checks(fn, "batchnorm", out),
     "rmsnorm_backward": lambda fn, out: backward_checks(fn, "rmsnorm", out),
+    "groupnorm": gn_checks,
+    "groupnorm_backward": lambda fn, out: backward_checks(fn, "groupnorm", out),
     "deepnorm_constants": deepnorm_constant_checks,
     "deepnorm_residual": deepnorm_residual_checks,
     "deepnorm_init": deepnorm_init_checks,
@@ -109,6 +114,7 @@ def check(kind: str, impl, level: str = "interview", record: bool | None = None)
     # The probes are tiny tensors: one thread. With two, torch's CPU batch_norm took ~0.15 s a call
     # on the course machine (thread wake-ups), 20 000x its one-thread time.
     torch.set_num_threads(1)
+    keepdim.CURRENT.update(kind=kind, impl=impl)        # a broadcast error is said for this card and this source
     try:
         KINDS[kind](impl, findings)
     except SubmissionError as err:   # a timeout stops the checks: keep what was found so far
@@ -119,6 +125,7 @@ def check(kind: str, impl, level: str = "interview", record: bool | None = None)
                                                   f"{type(err).__name__}: {err}"))
     finally:
         torch.set_num_threads(threads)
+        keepdim.CURRENT.update(kind=None, impl=None)
     report = Report(kind, findings, level=level, target=progress.TARGETS[kind])
     recording = progress.wants(kind, record)
     report.elapsed, report.clock_running = progress.lap(kind, report.passed_at(), shared=recording)

@@ -16,6 +16,7 @@ console.say, so a console without ✓/✗ (GBK) shows [OK]/[X]."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -23,7 +24,8 @@ from . import KINDS, LEVELS, NAMES, check, progress
 from .console import never_crash, say
 from .report import mmss
 
-PROG = "python -m normlab.drills"
+# the command that works where this runs: `python3 run.py drills` when run.py started it (a plain shell)
+PROG = os.environ.get("NORMLAB_DRILLS_PROG") or "python -m normlab.drills"
 
 
 class UsageError(Exception):
@@ -46,7 +48,7 @@ def help_text() -> str:
              f"  {PROG} --reset CARD                   清除一张卡片的进度（不动你的答案）；CARD 为 all 时清除全部",
              f"  {PROG} --help                         本说明",
              "",
-             "CARD：卡片名、编号 1-9 或单个练习类型 (a card name, its number 1-9, or one kind)。",
+             f"CARD：卡片名、编号 1-{len(progress.CARDS)} 或单个练习类型 (a card name, its number 1-{len(progress.CARDS)}, or one kind)。",
              "文件里必须定义的名字和签名 (what FILE.py must define, per card)："]
     for card, (number, kinds, target) in progress.CARDS.items():
         lines.append(f"  {number} {card}（目标 target {mmss(target)}）")
@@ -63,7 +65,7 @@ def help_text() -> str:
 
 def usage() -> str:
     return (f"用法 usage: {PROG} start CARD | check CARD FILE.py [--level interview|production] | "
-            f"--progress | --reset CARD | --help\n      CARD: {', '.join(progress.CARDS)}（或编号 1-9、单个练习类型）")
+            f"--progress | --reset CARD | --help\n      CARD: {', '.join(progress.CARDS)}（或编号 1-{len(progress.CARDS)}、单个练习类型）")
 
 
 def import_file(path: Path):
@@ -146,7 +148,7 @@ def main(argv: list[str]) -> int:
             names = [args[0].split("=", 1)[1]] if "=" in args[0] else args[1:]
             if len(names) != 1:
                 raise UsageError(f"用法 usage: {PROG} --reset CARD   "
-                                 f"(CARD: {', '.join(progress.CARDS)}、一个练习类型 a kind、编号 1-9，或 all)")
+                                 f"(CARD: {', '.join(progress.CARDS)}、一个练习类型 a kind、编号 1-{len(progress.CARDS)}，或 all)")
             gone = progress.reset(names[0])
             where = progress.progress_file()
             if gone:

@@ -13,7 +13,7 @@ import sys
 # symbol -> what a console without it shows
 FALLBACK = {"✓": "[OK]", "✗": "[X]", "—": "--", "–": "-", "…": "...", "≈": "~", "≤": "<=", "≥": ">=",
             "×": "x", "→": "->", "−": "-", "²": "^2", "³": "^3", "√": "sqrt", "‖": "||", "∑": "sum", "ε": "eps", "γ": "gamma", "β": "beta", "μ": "mu", "σ": "sigma", "·": "|",
-            "⏱": "[time]", "∂": "d", "ᵀ": "^T"}
+            "⏱": "[time]", "⑪": "(11)", "\u0302": "^", "ĝ": "g^", "∂": "d", "ᵀ": "^T"}
 
 
 def encodable(text: str, encoding: str) -> str:

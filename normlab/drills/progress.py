@@ -32,6 +32,7 @@ files, which nothing here reads or writes.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 import unicodedata
@@ -40,7 +41,7 @@ from datetime import datetime
 from pathlib import Path
 
 from .console import encodable, say
-from .report import mmss
+from .report import NO_PRODUCTION_LEVEL, mmss
 
 FILE_VARIABLE = "NORMLAB_DRILLS_FILE"
 FORMAT = "normlab-drills-progress/1"
@@ -62,6 +63,9 @@ BLANK_MARK = "write your implementation here"
 #   ⑦ Pre-/Post-Norm blocks 3 min: two one-line functions.
 #   ⑧ DeepNorm 10 min: four (α, β) pairs from the paper, the residual line, an init of six layers.
 #   ⑨ DyT 4 min: three parameters and one line.
+#   ⑩ GroupNorm 6 min: LayerNorm's decisions plus one reshape to (N, G, C/G, H, W) and back, γ/β per channel.
+#   ⑪ GroupNorm backward 12 min: ④'s derivation with the statistic over a group of channels and space, the
+#      parameters' sums over batch and space: more bookkeeping than ⑤, less derivation than ④.
 CARDS: dict[str, tuple[str, tuple[str, ...], int]] = {
     "layernorm": ("①", ("layernorm",), 5 * 60),
     "rmsnorm": ("②", ("rmsnorm",), 4 * 60),
@@ -72,12 +76,14 @@ CARDS: dict[str, tuple[str, tuple[str, ...], int]] = {
     "blocks": ("⑦", ("prenorm_block", "postnorm_block"), 3 * 60),
     "deepnorm": ("⑧", ("deepnorm_constants", "deepnorm_residual", "deepnorm_init"), 10 * 60),
     "dyt": ("⑨", ("dyt",), 4 * 60),
+    "groupnorm": ("⑩", ("groupnorm",), 6 * 60),
+    "groupnorm_backward": ("⑪", ("groupnorm_backward",), 12 * 60),
 }
+NUMBERS = "①②③④⑤⑥⑦⑧⑨⑩⑪"
 CARD_OF = {kind: card for card, (_, kinds, _) in CARDS.items() for kind in kinds}
 TARGETS = {kind: CARDS[card][2] for kind, card in CARD_OF.items()}
 # Kinds whose checks are all at the interview level: the production column shows "—" for them.
-NO_PRODUCTION_CHECKS = {"prenorm_block", "postnorm_block", "deepnorm_constants", "deepnorm_residual",
-                        "deepnorm_init", "dyt"}
+NO_PRODUCTION_CHECKS = NO_PRODUCTION_LEVEL
 
 # What a card's file must define, per kind: (the name, its signature, what the checker looks for).
 # The command line's --help and start print it; notebook 08's card tasks state the same.
@@ -104,6 +110,11 @@ DEFINES: dict[str, tuple[str, str, str]] = {
     "deepnorm_init": ("deepnorm_init", "def deepnorm_init(block, beta)",
                       "initialises block.attn.{q,k,v,out}_proj and block.ffn.fc1/fc2 in place"),
     "dyt": ("DyT", "class DyT(d, alpha_init=0.5)", "nn.Parameter self.alpha, self.weight, self.bias; input (..., d)"),
+    "groupnorm": ("GroupNorm", "class GroupNorm(num_groups, num_channels, eps=1e-5)",
+                  "nn.Parameter self.weight, self.bias (shape (num_channels,)); self.eps; input (N, C, H, W)"),
+    "groupnorm_backward": ("groupnorm_backward",
+                           "def groupnorm_backward(grad_out, x, weight, num_groups, eps) -> (grad_x, grad_weight, grad_bias)",
+                           "x: (N, C, H, W), weight: (C,); statistics per sample over each group of C/G channels and H, W"),
 }
 
 clock = time.monotonic          # the clock of timed mode in a notebook (tests put a fake one here)
@@ -123,10 +134,10 @@ def kinds_of(name: str) -> tuple[str, ...]:
     if name in CARD_OF:
         return (name,)
     for card, (number, kinds, _) in CARDS.items():
-        if name == number or name == str("①②③④⑤⑥⑦⑧⑨".index(number) + 1):
+        if name == number or name == str(NUMBERS.index(number) + 1):
             return kinds
     raise ValueError(f"未知的卡片 (unknown drill card) {name!r}；可选: {', '.join(CARDS)}、"
-                     f"单个练习类型 (a kind) 如 prenorm_block、编号 1–9，或 all")
+                     f"单个练习类型 (a kind) 如 prenorm_block、编号 1–{len(CARDS)}，或 all")
 
 
 def card_label(kind: str) -> str:
@@ -233,9 +244,15 @@ def save(data: dict, path: Path | None = None) -> None:
     path = progress_file() if path is None else path
     if path is None:
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
+    # Owner-only (a 0700 folder, a 0600 file) whatever the umask: a learner's attempts are theirs alone on a
+    # shared server (issue 38). drills imports nothing else of normlab, so this is normlab.private's rule inline.
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if FILE_VARIABLE not in os.environ:          # ~/.normlab, the course's own folder (not one the learner named)
+        os.chmod(path.parent, 0o700)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as f:
+        f.write(json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True) + "\n")
+    os.chmod(tmp, 0o600)
     os.replace(tmp, path)
 
 
@@ -255,6 +272,10 @@ def record(report) -> None:
     never the report."""
     if not _enabled or is_blank(report):
         return
+    # The class service's client listens here when a hub runs it (normlab/classroom/client.py); else no-op.
+    logging.getLogger("normlab.events").info("drill %s %s", report.kind, report.passed, extra={"normlab_event": {
+        "kind": "drill", "card": report.kind, "level": report.level, "passed": report.passed_at(),
+        "seconds": None if report.clock_running else report.elapsed}})
     path = progress_file()
     if path is None:
         return

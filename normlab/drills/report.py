@@ -19,7 +19,11 @@ from dataclasses import dataclass, field
 import torch
 
 LEVELS = ("interview", "production")
-LEVEL_NAME = {"interview": "面试级", "production": "工程级"}
+LEVEL_NAME = {"interview": "面试级", "production": "工程级", "note": "提示 note"}
+# Kinds with no production level (issue 37): a function, or a check of the card's formula only. A backward
+# card's notes (argument order matched by name, a (1, C, 1, 1) gradient) are shown as notes and block nothing.
+NO_PRODUCTION_LEVEL = {"prenorm_block", "postnorm_block", "deepnorm_constants", "deepnorm_residual", "deepnorm_init",
+                       "dyt", "layernorm_backward", "batchnorm_backward", "rmsnorm_backward", "groupnorm_backward"}
 
 
 @dataclass
@@ -111,7 +115,7 @@ class Failure:
 NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e-?\d+)?")
 
 
-def failures(findings: list[Finding], levels: tuple[str, ...] = LEVELS) -> list[Failure]:
+def failures(findings: list[Finding], levels: tuple[str, ...] = LEVELS + ("note",)) -> list[Failure]:
     """The failed findings grouped: one Failure per (level, id), and ids whose findings say the same
     merged; in level order, then first appearance."""
     by_id: dict[tuple[str, str], Failure] = {}
@@ -180,6 +184,12 @@ class Report:
     target: float | None = None    # the card's target time in seconds (shown in timed mode)
     clock_running: bool = False    # timed and not passed yet: the clock keeps running
 
+    def __post_init__(self):
+        if self.kind in NO_PRODUCTION_LEVEL:
+            for f in self.findings:
+                if f.level == "production":
+                    f.level = "note"
+
     def timing(self) -> str | None:
         """"用时 4:12 / 目标 5:00（在目标内）" in timed mode, None otherwise."""
         if self.elapsed is None:
@@ -223,8 +233,10 @@ class Report:
         """One line: "面试级 ✓ · 工程级 ✗ 2 项" ("工程级 —" for kinds without production checks)."""
         parts = []
         for lv in LEVELS:
-            n = sum(1 for f in self.findings if not f.passed and f.level == lv)
-            if n == 0 and lv == "production" and not self.passed:
+            n = len(failures(self.findings, (lv,)))
+            if lv == "production" and self.kind in NO_PRODUCTION_LEVEL:
+                parts.append(f"{LEVEL_NAME[lv]} —")
+            elif n == 0 and lv == "production" and not self.passed:
                 parts.append(f"{LEVEL_NAME[lv]} ✗（先修正公式）")
             elif lv == "production" and not any(f.level == lv for f in self.findings):
                 parts.append(f"{LEVEL_NAME[lv]} —")
@@ -236,13 +248,15 @@ class Report:
         """A one-line verdict per level."""
         lines = []
         for lv in LEVELS:
-            bad = [f.id for f in self.findings if not f.passed and f.level == lv]
+            bad = [", ".join(g.ids) for g in failures(self.findings, (lv,))]
             n = sum(1 for f in self.findings if f.level == lv)
             what = ("公式与语义 (formula and semantics)" if lv == "interview"
                     else "可直接替换 torch 模块 (drop-in for the torch module)")
             head = f"{LEVEL_NAME[lv]} ({lv})"
-            if bad:
-                lines.append(f"{head} ✗ {what}：{len(bad)}/{n} 项未通过：{', '.join(bad)}")
+            if lv == "production" and self.kind in NO_PRODUCTION_LEVEL:
+                lines.append(f"{head} — 这类练习没有{LEVEL_NAME[lv]} (no {lv} level for this kind)")
+            elif bad:
+                lines.append(f"{head} ✗ {what}：{len(bad)} 项未通过：{'; '.join(bad)}")
             elif lv == "production" and not self.passed:
                 lines.append(f"{head} ✗ {what}：先修正面试级的错误（公式不对时不再重复比较数值）")
             elif n == 0:

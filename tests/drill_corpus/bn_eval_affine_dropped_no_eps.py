@@ -2,7 +2,7 @@
 import torch
 from torch import nn
 
-DRILL = {"kind": "batchnorm", "interview": False, "production": False, "findings": ["eval_affine"]}
+DRILL = {"kind": "batchnorm", "interview": False, "production": False, "findings": ["eval_affine", "eval_eps_missing"]}
 
 
 class BatchNorm(nn.Module):

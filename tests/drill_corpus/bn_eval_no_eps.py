@@ -2,7 +2,7 @@
 import torch
 from torch import nn
 
-DRILL = {"kind": "batchnorm", "interview": False, "production": False, "findings": ["eval_mode"]}
+DRILL = {"kind": "batchnorm", "interview": False, "production": False, "findings": ["eval_eps_missing"]}
 
 
 class BatchNorm(nn.Module):

@@ -1,7 +1,7 @@
 """A NumPy BatchNorm backward (course-assignment style) that returns dgamma/dbeta as (1, D)."""
 import numpy as np
 
-DRILL = {"kind": "batchnorm_backward", "interview": True, "production": False, "findings": ["grad_shapes"]}
+DRILL = {"kind": "batchnorm_backward", "interview": True, "production": True, "findings": ["grad_shapes"]}
 
 
 def batchnorm_backward(dout, x, gamma, eps):

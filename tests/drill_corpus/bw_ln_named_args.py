@@ -1,7 +1,7 @@
 """A LayerNorm backward with its own argument order (x, dout, gamma, beta, eps): matched by name."""
 import torch
 
-DRILL = {"kind": "layernorm_backward", "interview": True, "production": False, "findings": ["signature"]}
+DRILL = {"kind": "layernorm_backward", "interview": True, "production": True, "findings": ["signature"]}
 
 
 def layernorm_backward(x, dout, gamma, beta, eps):

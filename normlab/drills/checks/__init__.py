@@ -19,9 +19,10 @@ from .backward import backward_checks
 from .batchnorm import bn_checks
 from .blocks import (block_checks, deepnorm_constant_checks, deepnorm_init_checks, deepnorm_residual_checks, dyt_checks,
                      paper_deepnorm)
+from .groupnorm import gn_checks
 from .layernorm import ln_checks
 from .references import _bn_axes, _ln_reference, _torch_bn
 
-__all__ = ["backward_checks", "block_checks", "bn_checks", "deepnorm_constant_checks", "deepnorm_init_checks",
+__all__ = ["gn_checks", "backward_checks", "block_checks", "bn_checks", "deepnorm_constant_checks", "deepnorm_init_checks",
            "deepnorm_residual_checks", "dyt_checks", "ln_checks", "paper_deepnorm", "_ln_reference", "_torch_bn",
            "_bn_axes"]

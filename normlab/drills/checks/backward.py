@@ -1,258 +1,202 @@
-"""The backward cards (functions): LayerNorm, BatchNorm and RMSNorm backward."""
+"""The backward cards (functions): LayerNorm, BatchNorm, RMSNorm and GroupNorm backward.
+
+Each card runs the submission on four probes (eps 1e-5 and 1e-2, |x| from 1e-3 to 1e3) in the card's layout;
+when every probe of that layout raises, in the other layouts the card allows ((B, T, D) for LN/RMS, (N, C, L)
+and (N, C, H, W) for BN, γ shaped (1, C, 1, 1) for GN), and the report says which layouts ran. Each returned
+gradient is compared with float64 autograd of the norm (geometry.py) and, when it differs, named: a known
+slip in the statistics (search), a constant factor, or a least-squares fit on the true terms (backward_fit)."""
 
 from __future__ import annotations
 
 import inspect
-import math
 
 import torch
 from torch import Tensor
 
-from ..report import Finding, SubmissionError
-from .backward_fit import fit_grad_x
-from .formulas import FIXED_EPS
-from .messages import BW_TEXT
-from .probes import PROD, _raised, close, fail, guarded, is_timeout, ok, short, step
-from .references import _ln_reference, _torch_bn
+from ..report import Finding, SubmissionError, short
+from .backward_compare import compare
+from .geometry import Geometry
+from .probes import PROD, _raised, fail, guarded, is_timeout, step
 
-# ---------------------------------------------------------------- backward passes (functions)
-def _bw_stats(x, axis, var_kind, eps_kind, eps, center):
-    """x̂ and r = 1/σ as a hand-written backward computes them (with the learner's possible slips)."""
-    mu = x.mean(axis, keepdim=True) if center else torch.zeros_like(x)
-    xc = x - mu
-    n = x.shape[axis]
-    var = xc.pow(2).sum(axis, keepdim=True) / (n - 1 if var_kind == "unbiased" else n)
-    if eps_kind == "outside":
-        r = 1 / (var.sqrt() + eps)
-    else:
-        e = eps if eps_kind == "given" else (0.0 if eps_kind == "none" else eps_kind)
-        r = 1 / torch.sqrt(var + e)
-    return xc * r, r
-
-
-def _bw_candidate(p, which_norm, var_kind, eps_kind, form):
-    """(grad_x, grad_w, grad_b) of one candidate: the usual formula with the given slips, or
-    ``form == "autograd"``: autograd of the forward with those slips."""
-    x, w, gy, eps = p["x"], p["w"], p["gy"], p["eps"]
-    axis = 0 if which_norm == "batchnorm" else -1
-    other = -1 if axis == 0 else 0
-    center = which_norm != "rmsnorm"
-    if form == "autograd":
-        xr, wr = x.clone().requires_grad_(True), w.clone().requires_grad_(True)
-        br = torch.zeros_like(w, requires_grad=True)
-        xh, _ = _bw_stats(xr, axis, var_kind, eps_kind, eps, center)
-        y = xh * wr + (br if center else 0)
-        grads = torch.autograd.grad((y * gy).sum(), [xr, wr, br] if center else [xr, wr], allow_unused=True)
-        return tuple(torch.zeros_like(w) if gr is None else gr for gr in grads)
-    xh, r = _bw_stats(x, axis, var_kind, eps_kind, eps, center)
-    gh = gy * w
-    if form == "wrong_divisor":
-        mean = lambda t: t.sum(axis, keepdim=True) / x.shape[other]     # noqa: E731 - 1/N for 1/D
-    else:
-        mean = lambda t: t.mean(axis, keepdim=True)                      # noqa: E731
-    term1 = mean(gh) if center and form not in ("missing_mean_term", "stats_as_constants") else 0
-    term2 = xh * mean(gh * xh) if form not in ("missing_var_term", "stats_as_constants") else 0
-    gx = r * (gh - term1 - term2)
-    gw = (gy * xh).sum(other)
-    if form == "grad_weight_uses_y":
-        gw = (gy * (xh * w)).sum(other)
-    return (gx, gw, gy.sum(other)) if center else (gx, gw)
-
-
-
+# (label, shapes, γ shaped to broadcast): the card's layout first, then the ones tried when it raises everywhere
+LAYOUTS = {
+    "layernorm": [("(N, D)", [(4, 8), (6, 5), (4, 8), (3, 8)], False),
+                  ("(B, T, D)", [(2, 3, 8), (2, 3, 5), (2, 2, 8), (3, 2, 8)], False)],
+    "batchnorm": [("(N, C)", [(8, 4), (5, 3), (8, 4), (6, 4)], False),
+                  ("(N, C, L)", [(4, 3, 5), (3, 3, 4), (4, 4, 3), (3, 4, 4)], False),
+                  ("(N, C, H, W)", [(2, 3, 2, 3), (3, 3, 2, 2), (2, 4, 3, 2), (2, 4, 2, 2)], False)],
+    "groupnorm": [("(N, C, H, W)", [(2, 6, 2, 3), (3, 4, 2, 2), (2, 6, 2, 2), (2, 6, 3, 2)], False),
+                  ("(N, C, H, W)，γ 形状 (1, C, 1, 1)", [(2, 6, 2, 3), (3, 4, 2, 2), (2, 6, 2, 2), (2, 6, 3, 2)], True),
+                  ("(N, C, L)", [(2, 6, 4), (3, 4, 3), (2, 6, 3), (2, 6, 5)], False)],
+}
+LAYOUTS["rmsnorm"] = LAYOUTS["layernorm"]
+GROUPS = [3, 2, 2, 3]                              # GroupNorm's G on the four probes
+PROBE_VALUES = [(1e-5, 2.0, 0.5), (1e-2, 0.1, 0.0), (1e-5, 1e-3, 0.0), (1e-5, 1e3, 0.0)]
 
 BW_ROLES = {"grad": ("grad_out", "grad_output", "dout", "dy", "grad_y", "g", "upstream", "grad", "dldy", "dl_dy"),
             "x": ("x", "inp", "input", "inputs", "h", "z"),
             "weight": ("weight", "gamma", "w", "g_", "scale"),
             "bias": ("bias", "beta", "b"),
+            "groups": ("num_groups", "groups", "group", "n_groups", "ngroups"),
             "eps": ("eps", "epsilon")}
+CARD_ORDER = {"groupnorm": ["grad", "x", "weight", "groups", "eps"]}
+CARD_WORDS = {"grad": "grad_out", "x": "x", "weight": "weight", "bias": "bias", "groups": "num_groups", "eps": "eps"}
 
 
-def _bw_args(fn, gy, x, w, eps, out):
-    """Arguments in the order the function names them (dout, x, gamma, beta, eps ...); the card's
-    order (grad_out, x, weight, eps) when the names say nothing. A bias argument gets zeros."""
+def _bw_args(fn, values: dict, which_norm: str, out):
+    """Arguments in the order the function names them (dout, x, gamma, beta, eps ...); the card's order when
+    the names say nothing. A bias argument gets zeros."""
+    order = CARD_ORDER.get(which_norm, ["grad", "x", "weight", "eps"])
+    card = tuple(values[r] for r in order)
     try:
-        params = [p for p in inspect.signature(fn).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        every = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
-        return gy, x, w, eps
-    values = {"grad": gy, "x": x, "weight": w, "bias": torch.zeros_like(w), "eps": eps}
+        return card
+    if any(p.kind == p.VAR_POSITIONAL for p in every):
+        return card                     # f(grad_out, x, weight, *rest): the card's order
+    params = [p for p in every if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     roles = []
     for p in params:
-        role = next((r for r, names in BW_ROLES.items() if p.name.lower() in names), None)
+        role = "groups" if p.name == "G" else next((r for r, names in BW_ROLES.items() if p.name.lower() in names), None)
         if role is None:
             if p.default is not inspect.Parameter.empty:
                 break
-            return gy, x, w, eps
+            return card
         roles.append(role)
-    if roles in (["grad", "x", "weight", "eps"], []) or len(set(roles)) != len(roles) or \
-            not {"grad", "x", "weight"} <= set(roles):
-        return gy, x, w, eps
+    if roles in (order, []) or len(set(roles)) != len(roles) or not {"grad", "x", "weight"} <= set(roles):
+        return card
     if not any(f.id == "signature" for f in out):
         out.append(fail("signature", f"参数顺序是 ({', '.join(p.name for p in params[:len(roles)])})：本卡片约定 "
-                        "(grad_out, x, weight, eps)，按参数名对应着检查 (arguments matched by name)", level=PROD))
+                        f"({', '.join(CARD_WORDS[r] for r in order)})，按参数名对应着检查 (arguments matched by name)",
+                        level=PROD))
     return tuple(values[r] for r in roles)
+
+
+def _probe(shape, k, which_norm, bcast, g):
+    eps, scale, offset = PROBE_VALUES[k]
+    geo = Geometry(which_norm, shape, GROUPS[k] if which_norm == "groupnorm" else 1)
+    x = (torch.randn(shape, generator=g, dtype=torch.float64) * scale + offset).requires_grad_(True)
+    w = (torch.randn(geo.features, generator=g, dtype=torch.float64) + 1).requires_grad_(True)
+    b = torch.randn(geo.features, generator=g, dtype=torch.float64).requires_grad_(True)
+    gy = torch.randn(shape, generator=g, dtype=torch.float64)
+    (geo.forward(x, w, b, eps) * gy).sum().backward()
+    expected = (x.grad, w.grad) + ((b.grad,) if geo.center else ())
+    return {"x": x.detach(), "w": w.detach(), "gy": gy, "eps": eps, "expected": expected, "geo": geo, "bcast": bcast,
+            "label": f"{shape}" + (f", G={geo.groups}" if which_norm == "groupnorm" else "") + f", eps={eps:g}, |x|≈{scale:g}"}
+
+
+def _call(fn, p, which_norm, mode, out, first):
+    """The submission's gradients on one probe (torch tensors; a NumPy solution gets arrays)."""
+    w = p["w"].clone()
+    if p["bcast"]:
+        w = p["geo"].wb(w)
+    values = {"grad": p["gy"].clone(), "x": p["x"].clone(), "weight": w, "bias": torch.zeros_like(w),
+              "groups": p["geo"].groups, "eps": p["eps"]}
+    args = _bw_args(fn, values, which_norm, out)
+    as_numpy = lambda: tuple(a.numpy() if isinstance(a, Tensor) else a for a in args)      # noqa: E731
+    if mode["numpy"]:
+        return guarded(fn, *as_numpy())
+    try:
+        return guarded(fn, *args)
+    except SubmissionError as err:      # a NumPy solution (cs231n-style)? try it with arrays
+        if is_timeout(err) or not first:
+            raise
+        try:
+            got = guarded(fn, *as_numpy())
+        except SubmissionError:
+            raise err from None
+        mode["numpy"] = True
+        return got
+
+
+def _returned(got, p, names, out) -> tuple | None:
+    """The returned gradients as tensors of the expected shapes; each one that is None, not a tensor or of the
+    wrong shape is a finding named as such (None: nothing to compare)."""
+    if isinstance(got, tuple | list):
+        got = tuple(torch.as_tensor(r) if hasattr(r, "__array__") and not isinstance(r, Tensor) else r for r in got)
+    expected = p["expected"]
+    if not isinstance(got, tuple | list) or len(got) != len(expected):
+        what = "None（函数没有 return）" if got is None else short(got)
+        out.append(fail("returns", f"应返回 {len(expected)} 个张量 ({', '.join(names)})，实际返回 {what}"))
+        return None
+    fixed = []
+    geo = p["geo"]
+    for name, e, r in zip(names, expected, got):
+        if isinstance(r, Tensor) and r.shape != e.shape and r.numel() == e.numel() and r.squeeze().shape == e.squeeze().shape:
+            if not any(f.id == "grad_shapes" for f in out):
+                out.append(fail("grad_shapes", f"{name} 的形状是 {tuple(r.shape)}，应为 {tuple(e.shape)}（与参数同形）",
+                                level=PROD))
+            r = r.reshape(e.shape)
+        if r is None or not isinstance(r, Tensor) or r.shape != e.shape:
+            fixed.append(None)
+            if any(f.id in (f"{name}_none", f"{name}_shape") for f in out):
+                continue
+        if r is None:
+            out.append(fail(f"{name}_none", f"{name} 是 None：函数没有算出它 (returned None)；应为形状 {tuple(e.shape)} 的张量"))
+        elif not isinstance(r, Tensor):
+            out.append(fail(f"{name}_shape", f"{name} 应是张量，实际是 {type(r).__name__}"))
+        elif r.shape != e.shape:
+            out.append(fail(f"{name}_shape", f"{name} 的形状是 {tuple(r.shape)}，应为 {tuple(e.shape)}" +
+                            _axis_hint(name, tuple(r.shape), geo), p["x"], e, r))
+        else:
+            fixed.append(r)
+    return tuple(fixed)
+
+
+def _axis_hint(name: str, shape: tuple, geo: Geometry) -> str:
+    """For a parameter's gradient of the wrong shape: which axes it was summed over, when that explains it."""
+    if name == "grad_x":
+        return ""
+    rank = len(geo.shape)
+    for keep in range(rank):
+        if shape == (geo.shape[keep],) and keep != geo.channel_axis:
+            return (f"：你在 dim={tuple(a for a in range(rank) if a != keep)} 上求和，留下了 dim={keep}；"
+                    f"参数的梯度应在 dim={geo.sum_axes} 上求和，留下参数所在的 dim={geo.channel_axis}")
+    return "（与参数同形）"
 
 
 def backward_checks(fn, which_norm: str, out: list[Finding] | None = None) -> list[Finding]:
     out = [] if out is None else out
-    g = torch.Generator().manual_seed(2)
-    bn = which_norm == "batchnorm"
-    # eps 1e-5 and 1e-2, |x| from 1e-3 to 1e3: an ignored eps or a dropped term shows somewhere
-    plan = ([((8, 4), 1e-5, 2.0, 0.5), ((5, 3), 1e-2, 0.1, 0.0), ((8, 4), 1e-5, 1e-3, 0.0), ((6, 4), 1e-5, 1e3, 0.0)]
-            if bn else
-            [((4, 8), 1e-5, 2.0, 0.5), ((6, 5), 1e-2, 0.1, 0.0), ((4, 8), 1e-5, 1e-3, 0.0), ((3, 8), 1e-5, 1e3, 0.0)])
     names = ["grad_x", "grad_weight", "grad_bias"][:2 if which_norm == "rmsnorm" else 3]
-    probes, crashed = [], []
     mode = {"numpy": False}
-    for shape, eps, scale, offset in plan:
-        x = (torch.randn(shape, generator=g, dtype=torch.float64) * scale + offset).requires_grad_(True)
-        feat = shape[1]
-        w = (torch.randn(feat, generator=g, dtype=torch.float64) + 1).requires_grad_(True)
-        b = torch.randn(feat, generator=g, dtype=torch.float64).requires_grad_(True)
-        gy = torch.randn(shape, generator=g, dtype=torch.float64)
-        if bn:
-            y = _torch_bn(x, None, None, w, b, True, 0.1, eps)
-        else:
-            y = _ln_reference(x, (feat,), w, b, eps, which_norm == "rmsnorm")
-        (y * gy).sum().backward()
-        expected = (x.grad, w.grad) + ((b.grad,) if which_norm != "rmsnorm" else ())
-        p = {"x": x.detach(), "w": w.detach(), "gy": gy, "eps": eps, "expected": expected, "label": f"{shape}, eps={eps:g}, |x|≈{scale:g}"}
-        errs: list[Finding] = []
-        with step(errs, "returns"):
-            args = _bw_args(fn, gy.clone(), x.detach().clone(), w.detach().clone(), eps, out)
-            if mode["numpy"]:
-                got = guarded(fn, *(a.numpy() if isinstance(a, Tensor) else a for a in args))
-            else:
-                try:
-                    got = guarded(fn, *args)
-                except SubmissionError as err:      # a NumPy solution (cs231n-style)? try it with arrays
-                    if is_timeout(err) or probes:
-                        raise
-                    try:
-                        got = guarded(fn, *(a.numpy() if isinstance(a, Tensor) else a for a in args))
-                    except SubmissionError:
-                        raise err from None
-                    mode["numpy"] = True
-            if isinstance(got, tuple | list):
-                got = tuple(torch.as_tensor(r) if hasattr(r, "__array__") and not isinstance(r, Tensor) else r
-                            for r in got)
-            if not isinstance(got, tuple | list) or len(got) != len(expected):
-                out.append(fail("returns", f"应返回 {len(expected)} 个张量 ({', '.join(names)})，实际返回 {short(got)}"))
-                return out
-            fixed = []
-            for name, e, r in zip(names, expected, got):
-                if isinstance(r, Tensor) and r.shape != e.shape and r.numel() == e.numel() and r.squeeze().shape == e.squeeze().shape:
-                    if not any(f.id == "grad_shapes" for f in out):
-                        out.append(fail("grad_shapes", f"{name} 的形状是 {tuple(r.shape)}，应为 {tuple(e.shape)}（与参数同形）",
-                                        level=PROD))
-                    r = r.reshape(e.shape)
-                if not isinstance(r, Tensor) or r.shape != e.shape:
-                    out.append(fail(f"{name}_shape", f"{name} 的形状应为 {tuple(e.shape)}（输入 {shape}）", x.detach(), e, r))
+    results = []
+    for label, shapes, bcast in LAYOUTS[which_norm]:
+        g = torch.Generator().manual_seed(2)
+        probes, crashed, errs = [], [], []
+        for k, shape in enumerate(shapes):
+            p = _probe(shape, k, which_norm, bcast, g)
+            with step(errs, "returns"):
+                got = _call(fn, p, which_norm, mode, out, first=not probes and not results and k == 0)
+                fixed = _returned(got, p, names, out)
+                if fixed is None:
                     return out
-                fixed.append(r)
-            p["got"] = tuple(r.detach().double() for r in fixed)
-            probes.append(p)
-        if errs:                # a crash on one input is one finding; the others are still compared
+                p["got"] = tuple(None if r is None else r.detach().double() for r in fixed)
+                p["raw_got"] = fixed
+                probes.append(p)
+                continue
             crashed.append(p["label"])
-            if not _raised(out, "returns"):
-                out.extend(errs)
-    if crashed:
-        raised = next(f for f in out if f.id == "returns" and not f.passed)
-        raised.message += (f"（在输入 {'; '.join(crashed)} 上；" +
-                           (f"其余 {len(probes)} 组输入照常比较）" if probes else "所有输入都报错）"))
+        results.append((label, probes, crashed, errs))
+        if probes:
+            break
+    label, probes, crashed, errs = results[-1] if results[-1][1] else results[0]
+    card_errs, card_crashed = results[0][3], results[0][2]
+    if card_errs:
+        first = next((f for f in card_errs if f.id == "returns"), card_errs[0])
+        out.append(first)
+        out.extend(f for f in card_errs if f.id == "keepdim_missing")
+        where = ("所有输入都报错" if len(results) == 1 and not probes else
+                 f"其余 {len(probes)} 组输入照常比较" if len(results) == 1 else "这一布局的所有输入都报错")
+        first.message += f"（在输入 {'; '.join(card_crashed)} 上；{where}）"
+    tried = [r[0] for r in results]
+    if len(results) > 1:
+        card = tried[0]
+        if probes:
+            out.append(fail("layout", f"本卡片的 {card} 输入全部报错；改用 {label} 输入，{len(probes)} 组都运行了，下面的比较在 "
+                            f"{label} 上 (ran on {label} only)。试过的布局 (layouts tried)：{'、'.join(tried)}"))
+        else:
+            out.append(fail("layout", f"试过的布局全部报错 (every layout raised)：{'、'.join(tried)}"))
     if not probes:
         return out
     with step(out, "gradients"):        # the comparison and the search: a finding, never a lost report
-        _bw_compare(probes, names, which_norm, bn, out)
+        compare(probes, names, which_norm, out)
     return out
-
-
-def _bw_compare(probes, names, which_norm, bn, out):
-    # candidates: the slips in the statistics x (the usual formula, its dropped terms, or autograd)
-    eps_kinds = ["given", "none", "outside", *FIXED_EPS]
-    forms = ["full", "autograd", "missing_mean_term", "missing_var_term", "stats_as_constants", "wrong_divisor",
-             "grad_weight_uses_y"]
-    if which_norm == "rmsnorm":
-        forms = [f for f in forms if f not in ("missing_mean_term", "stats_as_constants")]
-    cands = [("biased", e, f) for f in forms for e in eps_kinds] + [("unbiased", e, f) for f in forms for e in eps_kinds]
-    cands.sort(key=lambda c: (c[0] != "biased") + (c[1] != "given") + (c[2] not in ("full", "autograd")))
-    cache: dict = {}
-
-    def grads_of(c, k):
-        if (c, k) not in cache:
-            cache[(c, k)] = _bw_candidate(probes[k], which_norm, *c)
-        return cache[(c, k)]
-
-    diagnosed: dict[str, list[str]] = {}
-    first: dict[str, int] = {}          # the output a diagnosis was first made on (for the example)
-    for i, name in enumerate(names):
-        bad = [p for p in probes if not close(p["got"][i], p["expected"][i], 1e-6)]
-        if not bad:
-            out.append(ok(name, f"{name} 与 float64 autograd 一致（{len(probes)} 组输入：eps 1e-5/1e-2，|x| 1e-3…1e3）"))
-            continue
-        p = bad[0]
-        found = None
-        for c in cands:
-            if c == ("biased", "given", "full") or c == ("biased", "given", "autograd"):
-                continue
-            if all(close(q["got"][i], grads_of(c, k)[i], 1e-6) for k, q in enumerate(probes)):
-                found = c
-                break
-        if found:
-            ids = []
-            if found[0] == "unbiased":
-                ids.append("unbiased_variance")
-            if found[1] != "given":
-                ids.append({"none": "eps_missing", "outside": "eps_outside_root"}.get(found[1], "eps_ignored"))
-            if found[2] not in ("full", "autograd"):
-                ids.append(found[2])
-            for id in ids:
-                diagnosed.setdefault(id, []).append(name)
-                first.setdefault(id, i)
-            continue
-        # a constant factor: got = k · expected on every probe
-        ks = []
-        for q in probes:
-            e, r = q["expected"][i], q["got"][i]
-            ks.append(float((r * e).sum() / (e * e).sum()) if float((e * e).sum()) > 0 else float("nan"))
-        factor = None
-        if all(math.isfinite(k) for k in ks) and all(close(q["got"][i], k * q["expected"][i], 1e-6)
-                                                     for q, k in zip(probes, ks)):
-            # the same factor everywhere, or one that follows N (rows) or D (columns)
-            for label, f in [("", lambda q: 1.0), ("1/N", lambda q: q["x"].shape[0]), ("N", lambda q: 1 / q["x"].shape[0]),
-                             ("1/D", lambda q: q["x"].shape[1]), ("D", lambda q: 1 / q["x"].shape[1])]:
-                c = [k * f(q) for q, k in zip(probes, ks)]
-                if all(abs(v - c[0]) <= 1e-6 * max(1, abs(c[0])) for v in c):
-                    factor = (f"×{c[0]:.4g}" if not label else
-                              f"×{label}" if abs(c[0] - 1) < 1e-6 else f"×{c[0]:.4g}·{label}")
-                    break
-        if factor:
-            first.setdefault("constant_factor", i)
-            diagnosed.setdefault("constant_factor", []).append(f"{name} {factor}（N 为行数，D 为列数）"
-                                                               if "N" in factor or "D" in factor else f"{name} {factor}")
-            continue
-        try:
-            fitted = fit_grad_x(probes, which_norm) if i == 0 else None
-        except Exception:  # noqa: BLE001 - a gradient the fit cannot use (NaN, odd dtype): keep the plain finding
-            fitted = None
-        if fitted:                      # the general path: the true formula's terms, fitted
-            for k, (id, text) in enumerate(fitted.items()):     # one counterexample, on the first
-                out.append(fail(id, f"{text}（grad_x 按真实公式的各项做最小二乘拟合得出）",
-                                *((p["x"], p["expected"][i], p["got"][i]) if k == 0 else ())))
-            continue
-        labels = [q["label"] for q in bad]
-        out.append(fail(name, f"{name} 与 float64 autograd 不一致；不一致的输入：{'; '.join(labels)}",
-                        p["x"], p["expected"][i], p["got"][i]))
-    p = probes[0]
-    for id, where in diagnosed.items():
-        if id == "constant_factor":
-            text = (f"梯度差了一个常数因子 (off by a constant factor)：{', '.join(where)}。检查求和/求平均、"
-                    "以及 1/N、2 之类的系数")
-        else:
-            right = ("LayerNorm/RMSNorm 的平均在特征维上 (除以 D)，不是 batch 大小 N (divided by the batch size N instead of D)"
-                     if not bn else "BatchNorm 的平均在 batch 维上 (除以 N)，不是特征数 D (divided by D instead of the batch size N)")
-            text = BW_TEXT[id].format(right=right) + f"（{', '.join(where)}）"
-        i = first[id]
-        bad_p = next((q for q in probes if not close(q["got"][i], q["expected"][i], 1e-6)), p)
-        out.append(fail(id, text, bad_p["x"], bad_p["expected"][i], bad_p["got"][i]))

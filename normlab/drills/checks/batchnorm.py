@@ -11,15 +11,17 @@ from ..report import Finding, SubmissionError
 from .batchnorm_modes import BN_SHAPES, BN_STEPS, LAYOUT, _bn_eval, _bn_fresh, _bn_options, _bn_production, _stats
 from .formulas import FIXED_EPS, Formula, Probe, deviation_findings, imprecise, search
 from .probes import (KIND_WORDS, PROD, Builder, _raised, close, fail, find_bias, find_gain, find_stats, is_timeout, ok,
-                     output_of, set_tensor, step, tensor_kind)
+                     output_of, set_mode, set_tensor, step, tensor_kind)
 from .diagnosis import affine_findings, as_findings, property_findings
-from .messages import KEEPDIM, PRECISION, is_broadcast_error
+from .keepdim import broadcast_finding
+from .messages import PRECISION, is_broadcast_error
 from .properties import measure_module
+from . import roles, running
 from .references import _bn_axes, _bshape, _torch_bn
 
 # ---------------------------------------------------------------- BatchNorm (module)
-RUNNING_IDS = ("momentum_reversed", "running_stats_not_updated", "running_var_biased", "running_stats_2d",
-               "running_stats_4d", "no_running_stats")
+RUNNING_IDS = ("momentum_reversed", "running_stats_not_updated", "running_var_biased", "running_stats_seeded",
+               "running_var_eps", "running_stats", "no_running_stats")
 
 
 def bn_checks(impl, out: list[Finding] | None = None) -> list[Finding]:
@@ -27,8 +29,13 @@ def bn_checks(impl, out: list[Finding] | None = None) -> list[Finding]:
     g = torch.Generator().manual_seed(1)
     C = 3
     build = Builder(impl)
+    measured = {}
+    for rank, shape in BN_SHAPES.items():        # which tensor is γ, β, the running mean and variance: measured
+        measured = roles.learn(lambda c, **o: build(c, rank=rank, **o), C, shape, 1, _bn_axes(rank), g)
+        if measured:
+            break
     with step(out, "construct"):
-        _bn_construct(build, C, out)
+        _bn_construct(build, C, out, measured)
     if _raised(out, "construct"):
         return out
 
@@ -63,8 +70,9 @@ def bn_checks(impl, out: list[Finding] | None = None) -> list[Finding]:
         else:
             out.append(fail("layout", "(N, C) 和 (N, C, H, W) 的输入都无法运行：" +
                             "；".join(f"{LAYOUT[r]}: {why.get(r, '')}" for r in BN_SHAPES)))
-            if any(is_broadcast_error(why.get(r, "")) for r in BN_SHAPES):
-                out.append(fail("keepdim_missing", KEEPDIM))
+            err = next((why[r] for r in BN_SHAPES if is_broadcast_error(why.get(r, ""))), None)
+            if err:
+                out.append(broadcast_finding(err))
         _bn_production(build, impl, C, g, supported, why, nhwc, out)
         return out
     right = {}
@@ -103,7 +111,7 @@ def bn_checks(impl, out: list[Finding] | None = None) -> list[Finding]:
     return out
 
 
-def _bn_construct(build, C, out):
+def _bn_construct(build, C, out, measured):
     m = build(C, rank=2, eps=1e-5, momentum=0.1)
     gname, w = find_gain(m, C)
     bname, b = find_bias(m, C, gname)
@@ -114,6 +122,15 @@ def _bn_construct(build, C, out):
                                       if t is not None and (k := tensor_kind(m, n)) != "parameter") +
                     "应有可学习的 γ（初值 1）和 β（初值 0），各 num_features 个元素：nn.Parameter self.weight / self.bias"))
     mn, mt, vn, vt = find_stats(m, C)
+    if (mt is None or vt is None) and measured.get("created"):
+        rank = 2 if "rank" not in measured else int(measured["rank"])
+        set_mode(m, True)
+        output_of(m, torch.randn(BN_SHAPES[rank], generator=torch.Generator().manual_seed(5)))
+        mn, mt, vn, vt = find_stats(m, C)
+        if mt is not None and vt is not None:
+            out.append(fail("stats_created_late", f"滑动统计量 self.{mn} / self.{vn} 在第一次 forward 时才创建 (created on the "
+                            "first forward)：训练前 state_dict 里没有它们，加载权重、.to(device) 都会漏掉；在 __init__ 里用 "
+                            "register_buffer 建好（初值 0 和 1）", level=PROD))
     odd = [f"self.{n} {tuple(t.shape)}" for n, t in ((gname, w), (bname, b), (mn, mt), (vn, vt))
            if t is not None and tuple(t.shape) != (C,)]
     if odd:     # broadcast shapes such as (1, C, 1, 1) are checked as they are, and named here
@@ -155,7 +172,7 @@ def _bn_train(build, C, rank, g, out):
             out.append(fail(id, f"输出形状应为 {tuple(x.shape)}，实际 {tuple(got.shape)}", x0, exp, got))
             return False
         probes.append(Probe(f"step{k + 1}", x.double(), wv.double().reshape(shp), bv.double().reshape(shp), 1e-5,
-                            got.detach().double(), exp, x0))
+                            got.detach().double(), exp, x0, raw=got.detach()))
         seen.append(_stats(mod, C))
         xs.append(x.double())
     bad = [p for p in probes if not close(p.got, p.expected)]
@@ -171,21 +188,26 @@ def _bn_train(build, C, rank, g, out):
         else:
             p = bad[0]
             err = imprecise(probes)
-            named = [fail("precision", PRECISION.format(err=err), p.x_in, p.expected, p.got)] if err is not None else \
+            named = [fail("precision", PRECISION.format(err=err), p.x_in, p.expected, p.shown)] if err is not None else \
                 _bn_properties(build, C, rank, g)
             if named:
-                named[0].example = fail("", "", p.x_in, p.expected, p.got).example
+                named[0].example = fail("", "", p.x_in, p.expected, p.shown).example
                 out.extend(named)
-                _bn_running(seen, xs, C, rank, out)
+                _bn_running(seen, xs, C, rank, out, _stat_names(mod, C))
                 return False
             nonfinite = not torch.isfinite(p.got).all()
             out.append(fail(id, ("输出里有 NaN 或 inf：检查分母和 ε" if nonfinite else
                                  f"训练模式输出与 F.batch_norm 不一致 ({LAYOUT[rank]}，第 {probes.index(p) + 1} 步)"),
-                            p.x_in, p.expected, p.got))
+                            p.x_in, p.expected, p.shown))
     else:
         out.append(ok(id, f"训练模式 {LAYOUT[rank]}：3 步（|x| 1e-3…30）输出与 F.batch_norm 一致"))
-    _bn_running(seen, xs, C, rank, out)
+    _bn_running(seen, xs, C, rank, out, _stat_names(mod, C))
     return not bad
+
+
+def _stat_names(mod, C):
+    mn, _, vn, _ = find_stats(mod, C)
+    return (mn or "running_mean", vn or "running_var")
 
 
 def _bn_properties(build, C, rank, g) -> list[Finding]:
@@ -213,47 +235,16 @@ def _bn_properties(build, C, rank, g) -> list[Finding]:
     return as_findings({**texts, **affine_findings(found)})
 
 
-def _bn_running(seen, xs, C, rank, out):
-    # running statistics: which update rule reproduces what the module stored after each step?
+def _bn_running(seen, xs, C, rank, out, names=("running_mean", "running_var")):
+    """The running statistics, term by term (running.py); named once, in the first layout that shows them."""
     if any(s is None for s in seen):
         if not any(f.id == "no_running_stats" for f in out):
-            out.append(fail("no_running_stats", "找不到滑动统计量 running_mean / running_var (no running statistics)"))
+            out.append(fail("no_running_stats", "训练时没有找到被更新的滑动统计量 (no running statistics)：forward 之后没有哪个 "
+                            "非参数张量朝 batch 的均值或方差变化"))
         return
-    axes = _bn_axes(rank)
-
-    def simulate(conv, var_kind):
-        m_, v_ = torch.zeros(C, dtype=torch.float64), torch.ones(C, dtype=torch.float64)
-        seq = []
-        for x in xs:
-            mean = x.mean(axes)
-            var = x.var(axes, unbiased=(var_kind == "unbiased"))
-            if conv == "torch":
-                m_, v_ = 0.9 * m_ + 0.1 * mean, 0.9 * v_ + 0.1 * var
-            elif conv == "reversed":
-                m_, v_ = 0.1 * m_ + 0.9 * mean, 0.1 * v_ + 0.9 * var
-            seq.append((m_, v_))
-        return seq
-
-    def matches(seq):
-        return all(close(a, c, 1e-4) and close(b, d, 1e-4) for (a, b), (c, d) in zip(seen, seq))
-
-    if matches(simulate("torch", "unbiased")):
-        out.append(ok(f"running_stats_{rank}d", "running_mean/running_var 的 3 步更新与 PyTorch 一致"))
-        return
-    text = {"reversed": "momentum 用反了 (momentum convention reversed)：PyTorch 是 running = (1−momentum)·running + "
-                        "momentum·batch，momentum=0.1",
-            "frozen": "训练时滑动统计量没有更新 (running statistics never updated)",
-            "biased": "running_var 应该存无偏方差 (running_var should be unbiased, 乘 n/(n−1))，归一化时才用有偏方差 "
-                      "(Ioffe & Szegedy 2015 §3.1；F.batch_norm 也这样做)"}
-    ids = {"reversed": "momentum_reversed", "frozen": "running_stats_not_updated", "biased": "running_var_biased"}
     if any(not f.passed and f.id in RUNNING_IDS for f in out):
         return      # already named in the other layout
-    for conv, var_kind in [("reversed", "unbiased"), ("torch", "biased"), ("frozen", "unbiased"), ("reversed", "biased")]:
-        if matches(simulate(conv, var_kind)):
-            parts = [p for p in (conv if conv != "torch" else None, "biased" if var_kind == "biased" and conv != "frozen" else None) if p]
-            both = "（同时有 2 处错误）" if len(parts) > 1 else ""
-            for part in parts:
-                out.append(fail(ids[part], text[part] + both, xs[0], simulate("torch", "unbiased")[-1][1], seen[-1][1]))
-            return
-    out.append(fail(f"running_stats_{rank}d", "滑动统计量的更新与 PyTorch 不一致 (running statistics differ)",
-                    xs[0], simulate("torch", "unbiased")[-1][1], seen[-1][1]))
+    findings, right = running.diagnose(seen, xs, _bn_axes(rank), C, names)
+    if right:
+        out.append(ok(f"running_stats_{rank}d", "running_mean/running_var 的 3 步更新与 PyTorch 一致"))
+    out.extend(findings)

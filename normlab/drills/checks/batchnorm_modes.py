@@ -6,7 +6,8 @@ import torch
 from torch import Tensor
 
 from ..report import SubmissionError
-from .messages import KEEPDIM, MISTAKE_TEXT, is_broadcast_error
+from .keepdim import broadcast_finding
+from .messages import MISTAKE_TEXT, is_broadcast_error
 from .probes import (PROD, _Skip, close, fail, find_bias, find_gain, find_stats, guarded, is_timeout, ok, output_of,
                      set_mode, set_tensor, step)
 from .references import _bn_axes, _torch_bn
@@ -75,8 +76,8 @@ def _bn_eval(build, C, rank, g, out):
             out.append(fail("eval_uses_batch_stats", "eval 模式下仍用 batch 统计量 (eval uses batch statistics)：forward 里要按 "
                             "self.training 选择 batch 统计量（训练）或 running_mean/running_var（eval）", x, exp, got))
     else:
-        id, text = _eval_diagnosis(x, got, st, wv, bv, 1e-5)
-        out.append(fail(id, text, x, exp, got))
+        for k, (id, text) in enumerate(_eval_diagnosis(x, got, st, wv, bv, 1e-5)):
+            out.append(fail(id, text, *((x, exp, got) if k == 0 else ())))
     after = _stats(mod, C)
     out.append(ok("eval_no_update", "eval 不更新滑动统计量") if after is not None and close(after[0], st[0], 0) and
                close(after[1], st[1], 0) else
@@ -95,19 +96,19 @@ def _bn_eval(build, C, rank, g, out):
                         ("：你的代码用 torch.is_grad_enabled() 判断模式" if used_running else ""), x, exp, got))
 
 
-def _eval_diagnosis(x, got, st, wv, bv, eps) -> tuple[str, str]:
+def _eval_diagnosis(x, got, st, wv, bv, eps) -> list[tuple[str, str]]:
     """What the eval output does, per channel: it is a·x + b when it uses fixed statistics; compare a and b
     with torch's γ/sqrt(running_var + ε) and β − running_mean·a, and never propose what the code already
     does (issue 26: a report told a learner to normalise with the running statistics — which the code did;
-    it had dropped γ and β)."""
+    it had dropped γ and β). Each slip is its own (id, text) (issue 37)."""
     C = x.shape[1]
     xd, yd = x.double().transpose(0, 1).reshape(C, -1), got.detach().double().transpose(0, 1).reshape(C, -1)
     xc = xd - xd.mean(1, keepdim=True)
     a = (xc * yd).sum(1) / (xc * xc).sum(1)
     b = yd.mean(1) - a * xd.mean(1)
     if float((yd - a[:, None] * xd - b[:, None]).abs().max()) > 1e-4 * (float(yd.abs().max()) + 1e-12):
-        return "eval_mode", ("eval 模式的输出不是每个通道上 x 的仿射函数：它还依赖同 batch 的其它值——eval 要用固定的 "
-                             "running_mean/running_var，不要用 batch 统计量")
+        return [("eval_mode", "eval 模式的输出不是每个通道上 x 的仿射函数：它还依赖同 batch 的其它值——eval 要用固定的 "
+                              "running_mean/running_var，不要用 batch 统计量")]
     rm, rv = st
     w, bb = wv.double(), bv.double()
     near = lambda u, v: bool(torch.allclose(u, v, rtol=2e-3, atol=1e-6 * (float(v.abs().max()) + 1)))   # noqa: E731
@@ -120,17 +121,20 @@ def _eval_diagnosis(x, got, st, wv, bv, eps) -> tuple[str, str]:
                 dropped = [n for n, keep in (("γ", gam), ("β", bet)) if not keep]
                 parts = []
                 if dropped:
-                    parts.append(f"eval 模式下漏了 {' 和 '.join(dropped)} (the affine {'weight' if not gam else ''}"
-                                 f"{' and ' if len(dropped) == 2 else ''}{'bias' if not bet else ''} dropped in eval)："
-                                 "你已经用 running_mean/running_var 归一化了，但还要乘 γ、加 β：y = γ·x̂ + β，训练和推理都一样")
+                    parts.append(("eval_affine",
+                                  f"eval 模式下漏了 {' 和 '.join(dropped)} (the affine {'weight' if not gam else ''}"
+                                  f"{' and ' if len(dropped) == 2 else ''}{'bias' if not bet else ''} dropped in eval)："
+                                  "你已经用 running_mean/running_var 归一化了，但还要乘 γ、加 β：y = γ·x̂ + β，训练和推理都一样"))
                 if how != "torch":
-                    parts.append({"no_eps": "eval 分支的分母少了 ε：sqrt(running_var + ε)，不是 sqrt(running_var)",
-                                  "eps_outside": "eval 分支的 ε 在根号外：应为 sqrt(running_var + ε)",
-                                  "no_sqrt": "eval 分支除以了 running_var 而不是它的平方根"}[how])
-                return ("eval_affine" if dropped else "eval_mode"), "；".join(parts)
-    return "eval_mode", (f"eval 模式下每个通道的输出是 a·x + b，a = {', '.join(f'{v:.4g}' for v in a.tolist())}；torch 的 "
-                         f"a = γ/sqrt(running_var + ε) = {', '.join(f'{v:.4g}' for v in (w * scales['torch']).tolist())}"
-                         "，b = β − running_mean·a")
+                    parts.append({"no_eps": ("eval_eps_missing", "eval 分支的分母少了 ε (eps dropped at eval)："
+                                                                 "sqrt(running_var + ε)，不是 sqrt(running_var)"),
+                                  "eps_outside": ("eval_mode", "eval 分支的 ε 在根号外：应为 sqrt(running_var + ε)"),
+                                  "no_sqrt": ("eval_mode", "eval 分支除以了 running_var 而不是它的平方根")}[how])
+                both = f"（同时有 {len(parts)} 处错误）" if len(parts) > 1 else ""
+                return [(id, text + both) for id, text in parts]
+    return [("eval_mode", f"eval 模式下每个通道的输出是 a·x + b，a = {', '.join(f'{v:.4g}' for v in a.tolist())}；torch 的 "
+                          f"a = γ/sqrt(running_var + ε) = {', '.join(f'{v:.4g}' for v in (w * scales['torch']).tolist())}"
+                          "，b = β − running_mean·a")]
 
 
 def _bn_options(build, C, rank, g, out, running_ok=True):
@@ -182,7 +186,7 @@ def _bn_production(build, impl, C, g, supported, why, nhwc, out, running_ok=True
         out.append(fail("channels_last" if nhwc and r == 4 else "layouts",
                         f"只支持 {LAYOUT[supported[0]]}：{LAYOUT[r]} 的输入不行（{why.get(r, '')}）{extra}。"
                         f"面试级检查只在 {LAYOUT[supported[0]]} 上做；torch 的 BatchNorm1d/2d 两种都有"
-                        + ("。" + KEEPDIM if is_broadcast_error(why.get(r, "")) else ""), level=PROD))
+                        + ("。" + broadcast_finding(why[r]).message if is_broadcast_error(why.get(r, "")) else ""), level=PROD))
     elif supported:
         out.append(ok("layouts", "(N, C) 与 (N, C, H, W) 都支持", PROD))
     if not supported:

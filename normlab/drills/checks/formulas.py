@@ -26,7 +26,13 @@ class Probe:
     got: Tensor | None = None      # the submission's output (float64), None if it raised
     expected: Tensor | None = None
     x_in: Tensor | None = None     # the input as given (for the counterexample)
+    raw: Tensor | None = None      # the output as returned, in its own dtype (for the counterexample's "got")
     cache: dict = field(default_factory=dict)
+
+    @property
+    def shown(self) -> Tensor | None:
+        """What the counterexample shows as "got": the output in the dtype the submission returned."""
+        return self.raw if self.raw is not None else self.got
 
 
 # dimension -> (correct value is given per norm), alternatives, and the finding each alternative is
@@ -159,5 +165,5 @@ def deviation_findings(kind: str, cand: Formula, changed: list[str], correct: Fo
              probes[0])
     found = [fail(i, t + both) for i, t in texts.items()]
     if found:       # one counterexample for the combination, on its first finding
-        found[0] = fail(found[0].id, found[0].message, p.x_in if p.x_in is not None else p.x, p.expected, p.got)
+        found[0] = fail(found[0].id, found[0].message, p.x_in if p.x_in is not None else p.x, p.expected, p.shown)
     return found

@@ -10,7 +10,8 @@ import torch
 from ..report import Finding, SubmissionError
 from .diagnosis import affine_findings, as_findings, property_findings
 from .formulas import FIXED_EPS, Formula, Probe, deviation_findings, imprecise, search
-from .messages import KEEPDIM, PRECISION, is_broadcast_error
+from .keepdim import broadcast_finding, shapes_text
+from .messages import PRECISION, is_broadcast_error
 from .probes import (KIND_WORDS, PROD, Builder, _raised, close, fail, find_bias, find_gain, is_timeout, ok, output_of,
                      set_tensor, step, tensor_kind)
 from .properties import measure_module
@@ -77,7 +78,7 @@ def ln_checks(impl, rms: bool = False, out: list[Finding] | None = None) -> list
             elif p.got is None or not close(p.got, p.expected, 2e-2):
                 out.append(fail("one_pass_variance", "输入带大偏移 (offset 1e4) 时结果错误：E[x²]−E[x]² 的单遍方差 "
                                 "(one-pass variance) 在 float32 下发生灾难性抵消；先减均值再平方 (two-pass)",
-                                p.x_in, p.expected, p.got))
+                                p.x_in, p.expected, p.shown))
             else:
                 out.append(ok("one_pass_variance", "大偏移 (1e4) 输入下方差仍然准确（两遍法）"))
     with step(out, "gradients"):
@@ -114,6 +115,9 @@ def _ln_params(build, rms, kind, eps, D, out):
         out.append(fail("params_weight", f"{kind}({D}) 应有可学习的 γ：形状 ({D},)、初值全 1 的 nn.Parameter self.weight。"))
     elif not w.requires_grad:
         out.append(fail("params_weight", f"self.{gname} 不可学习 (requires_grad=False)：用 nn.Parameter"))
+    elif _uninitialised(build, D, eps, w):
+        out.append(fail("params_weight", f"self.{gname} 没有确定的初值（两次构造得到的值不同或不是有限数：torch.empty 不初始化）"
+                        "：torch 的 γ 初值全 1，用 torch.ones", got=w))
     elif torch.all(w == 0):
         out.append(fail("params_weight", f"self.{gname} 初值全 0：torch 的 γ 初值全 1（Gemma 存 γ−1，配合 (1 + weight) 使用）"))
     elif not torch.all(w == 1):
@@ -145,6 +149,17 @@ def _ln_params(build, rms, kind, eps, D, out):
         out.append(fail("module", "不是 nn.Module：没有 .parameters()/.to()/state_dict，不能放进模型里", level=PROD))
 
 
+def _uninitialised(build, D, eps, w) -> bool:
+    """Whether γ's initial value is left to chance (torch.empty): not finite, or different in a second build."""
+    if not bool(torch.isfinite(w).all()):
+        return True
+    try:
+        again = find_gain(build(D, eps=eps), D)[1]
+    except SubmissionError:
+        return False
+    return again is not None and not torch.equal(again.detach(), w.detach())
+
+
 def _ln_probe(build, rms, g, name, eps, shape_in, scale, offset, tol=1e-4, shape=None):
     """Build with ``eps``, set random γ/β, run on one input; a Probe, or a Finding when the
     submission's output cannot be compared (modified input, wrong shape, not a tensor)."""
@@ -171,7 +186,7 @@ def _ln_probe(build, rms, g, name, eps, shape_in, scale, offset, tol=1e-4, shape
         return fail(name, f"输出形状应为 {tuple(exp.shape)}，实际 {tuple(got.shape)} (output shape)", x0, exp, got)
     if got.dtype != x.dtype:
         return fail(name, f"输入是 float32，输出 dtype 是 {got.dtype} (return the input dtype)", x0)
-    p.got = got.detach().double()
+    p.got, p.raw = got.detach().double(), got.detach()
     return p
 
 
@@ -200,7 +215,7 @@ def _report_forward(kind, probes, problems, out, rms, D):
         return
     p = bad[0]
     if not torch.isfinite(p.got).all():
-        out.append(fail("forward", "输出里有 NaN 或 inf (non-finite output)：检查除法的分母和 ε", p.x_in, p.expected, p.got))
+        out.append(fail("forward", "输出里有 NaN 或 inf (non-finite output)：检查除法的分母和 ε", p.x_in, p.expected, p.shown))
         return
     names = [q.name for q in bad]
     hint = ""
@@ -210,7 +225,7 @@ def _report_forward(kind, probes, problems, out, rms, D):
         hint = "：只在 |x|≈1e3 时不一致——数值溢出或精度问题？"
     ref = "F.rms_norm" if rms else "F.layer_norm"
     out.append(fail("forward", f"输出与 torch 的 {ref} 不一致 (values differ)，不一致的输入：{', '.join(names)}{hint}",
-                    p.x_in, p.expected, p.got))
+                    p.x_in, p.expected, p.shown))
 
 
 def _ln_layout(build, rms, kind, g, D, out) -> bool | None:
@@ -239,7 +254,15 @@ def _ln_layout(build, rms, kind, g, D, out) -> bool | None:
     text = next(iter(errors.values()))
     if is_broadcast_error(text):
         square = _ln_square(build, rms, g, D)
-        out.append(fail("keepdim_missing", KEEPDIM + f"。(B, T, D) 输入报错：{text[:120]}", *square))
+        try:
+            shapes = shapes_text(build(D), (2, 5, D))
+        except SubmissionError:
+            shapes = ""
+        f = broadcast_finding(text, shapes=shapes)
+        if f.id == "keepdim_missing":
+            f.message += f"。(B, T, D) 输入报错：{text[:120]}"
+            f.example = fail("", "", *square).example
+        out.append(f)
         if len(errors) == 2:
             return None
     if len(errors) == 2:

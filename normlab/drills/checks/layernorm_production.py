@@ -9,10 +9,35 @@ from .probes import PROD, close, fail, find_bias, find_gain, ok, output_of, set_
 from .references import _ln_reference
 
 
+def _identity_affine(mod, D, rms):
+    """γ = 1 and β = 0, whatever the module set them to (an uninitialised γ included)."""
+    gname, w = find_gain(mod, D)
+    if w is not None:
+        set_tensor(w, torch.ones(D))
+    if not rms:
+        bname, b = find_bias(mod, D, gname)
+        if b is not None:
+            set_tensor(b, torch.zeros(D))
+
+
+def _in_half(x, eps, rms):
+    """The norm computed in x's own half dtype, without an upcast (what "no float32 upcast" produces)."""
+    num = x if rms else x - x.mean(-1, keepdim=True)
+    return num / torch.sqrt(num.pow(2).mean(-1, keepdim=True) + eps)
+
+
+def _same(a, b, tol):
+    fa, fb = torch.isfinite(a), torch.isfinite(b)
+    return bool(torch.equal(fa, fb)) and (not bool(fa.any()) or close(a[fa].double(), b[fb].double(), tol))
+
+
 def _ln_half(build, rms, eps, g, dt, scale, id, shape, out):
-    """Half precision: dtype kept, values right; |x|≈300 overflows x² in float16 without an upcast."""
+    """Half precision: dtype kept, values right; |x|≈300 overflows x² in float16 without an upcast. The missing
+    upcast is said only when the output is what the formula gives computed in the half dtype (issue 37: an
+    uninitialised γ was once told it lacked an upcast)."""
     D = shape[-1]
     mod = build(D, eps=eps)
+    _identity_affine(mod, D, rms)
     if hasattr(mod, "to"):
         mod = mod.to(dt)          # the whole layer in half precision, as model.half() does
     x = (torch.randn(shape, generator=g) * scale).to(dt)
@@ -23,8 +48,12 @@ def _ln_half(build, rms, eps, g, dt, scale, id, shape, out):
         out.append(fail(id, f"输入是 {dt}，输出 dtype 应与输入相同，实际 {got.dtype} (return the input dtype)", x, level=PROD))
     elif not torch.isfinite(got).all() or not close(got, exp, tol):
         square = "x²" if rms else "(x−μ)²"
-        hint = (f"：|x|≈300 时 {square} 在 float16 下溢出 (300² > 65504)，先 x.float() 计算再转回输入的 dtype "
-                "(no float32 upcast)") if dt == torch.float16 and scale > 100 else ""
+        half = _in_half(x, eps, rms)
+        no_upcast = not _same(half, exp.to(dt), tol) and _same(got.detach(), half, tol)
+        hint = (f"：输出和在 {dt} 里直接计算的结果一样——没有先转 float32 (no float32 upcast)" +
+                (f"；|x|≈300 时 {square} 在 float16 下溢出 (300² > 65504)" if dt == torch.float16 and scale > 100 else "") +
+                "；先 x.float() 计算再转回输入的 dtype") if no_upcast else \
+            "（γ=1、β=0 时；与在半精度里直接计算的结果也不同，原因不是缺少 float32 upcast）"
         out.append(fail(id, f"{dt} 输入的结果错误{hint}", x, exp, got, PROD))
     else:
         out.append(ok(id, f"{dt} 输入：dtype 保持、数值正确", PROD))
@@ -37,13 +66,7 @@ def _ln_default_eps(build, rms, g, shape, out):
     report says which one it found."""
     D = shape[-1]
     mod = build(D)
-    gname, w = find_gain(mod, D)
-    if w is not None:
-        set_tensor(w, torch.ones(D))
-    if not rms:
-        bname, b = find_bias(mod, D, gname)
-        if b is not None:
-            set_tensor(b, torch.zeros(D))
+    _identity_affine(mod, D, rms)
     x = torch.randn(shape, generator=g) * (3e-3 if not rms else 3e-4)
     got = output_of(mod, x).detach().double()
     xd = x.double()

@@ -27,11 +27,5 @@ def is_broadcast_error(text: str) -> bool:
     return any(b in text for b in BROADCAST)
 
 
-KEEPDIM = ("形状对不上 (broadcast error)：多半是求均值/方差时少了 keepdim=True——x.mean(-1) 的形状是 (B, T)，"
-           "x − 它 会按最后一维对齐去广播，报错；输入恰好是方阵时不报错，却减错了均值（悄悄算错）。"
-           "修正：x.mean(-1, keepdim=True)、x.var(-1, unbiased=False, keepdim=True)"
-           "（BatchNorm 的 (C,) 统计量或参数要 reshape 成 (1, C, 1, 1)）(missing keepdim=True)")
-
-
 PRECISION = ("输出与 torch 只差一点（相对误差 {err:.1e}）：公式是对的，算术精度不够 (precision)——是否在 float16/bfloat16 "
              "里计算，或用了 E[x²]−E[x]² 的单遍方差？在 float32 里计算（x.float()），最后再转回输入的 dtype")

@@ -12,7 +12,8 @@ import torch
 from torch import Tensor
 
 from ..report import Finding, SubmissionError, guarded, short
-from .messages import KEEPDIM, is_broadcast_error
+from .keepdim import broadcast_finding
+from .messages import is_broadcast_error
 
 Check = Callable[[object], Finding]
 PROD = "production"
@@ -72,8 +73,8 @@ def step(out: list[Finding], id: str, level: str = "interview"):
         if is_timeout(err):
             raise
         out.append(Finding(id, False, f"你的代码报错了 (your code raised): {err}", {}, level))
-        if is_broadcast_error(str(err)) and not any(f.id == "keepdim_missing" for f in out):
-            out.append(Finding("keepdim_missing", False, KEEPDIM, {}, level))
+        if is_broadcast_error(str(err)) and not any(f.id in ("keepdim_missing", "broadcast") for f in out):
+            out.append(broadcast_finding(str(err), level))
     except Exception as err:  # noqa: BLE001 - e.g. an attribute of the wrong type broke a check
         out.append(Finding(id, False, f"检查无法进行 (the submission broke this check): {type(err).__name__}: {err}",
                            {}, level))
@@ -141,7 +142,19 @@ def find_tensor(m, names: tuple[str, ...], numel: int, exclude: tuple[str, ...] 
     return None, None
 
 
+# the roles measured on a submission's class (roles.py): role -> attribute name; consulted before any name
+ROLES: dict[type, dict[str, str]] = {}
+
+
+def _measured(m, role: str, numel: int):
+    name = ROLES.get(type(m), {}).get(role)
+    t = tensors_of(m).get(name) if name else None
+    return (name, t) if isinstance(t, Tensor) and t.numel() == numel else None
+
+
 def find_gain(m, numel: int):
+    if (found := _measured(m, "gain", numel)) is not None:
+        return found
     name, t = find_tensor(m, GAIN_NAMES, numel)
     if t is None:       # an unusual name: the first learnable tensor of the right size
         for n, v in tensors_of(m).items():
@@ -151,6 +164,8 @@ def find_gain(m, numel: int):
 
 
 def find_bias(m, numel: int, gain_name: str | None):
+    if (found := _measured(m, "bias", numel)) is not None:
+        return found
     name, t = find_tensor(m, BIAS_NAMES, numel, exclude=(gain_name or "",))
     if t is None:
         for n, v in tensors_of(m).items():
@@ -160,6 +175,9 @@ def find_bias(m, numel: int, gain_name: str | None):
 
 
 def find_stats(m, numel: int):
+    mean, var = _measured(m, "mean", numel), _measured(m, "var", numel)
+    if mean is not None and var is not None:
+        return (*mean, *var)
     (mn, mt), (vn, vt) = find_tensor(m, MEAN_NAMES, numel), find_tensor(m, VAR_NAMES, numel)
     ts = tensors_of(m)
     if mt is None:
