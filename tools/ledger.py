@@ -29,6 +29,7 @@ that each range equals its record's, and that this page is up to date.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sys
@@ -131,7 +132,9 @@ def fmt(v: float) -> str:
     return f"{v:.3g}"
 
 
+@functools.lru_cache(maxsize=None)
 def record_of(stem: str) -> dict | None:
+    """A lesson's sweep record, read once per process (callers do not change it)."""
     path = RECORDS / f"{stem}.json"
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
