@@ -168,6 +168,8 @@ def planted(card, slips=(), factor=1.0):
     def backward(grad_out, x, weight, *rest):
         eps, G = rest[-1], (rest[0] if card == "groupnorm" else None)
         S, O, P, wshape = _views(card, x, G)
+        if "stats_wrong_axis" in slips:              # the whole backward on the other grouping
+            S, O = O, S
         xc = x if card == "rmsnorm" else x - S(x)
         var = S(xc * xc)
         r, r_bare = 1 / torch.sqrt(var + eps), 1 / torch.sqrt(var)
@@ -207,12 +209,14 @@ SLIPS = {
     "dgamma_from_x": ("param_from_x", "x̂", CARDS),
     "grad_weight_wrong_axis": ("grad_weight_shape", "求和", ["layernorm", "rmsnorm"]),
     "grad_x_none": ("grad_x_none", "None", CARDS),
+    "stats_wrong_axis": ("other_axes", "statistics over the wrong axis", CARDS),
 }
 # a second slip to combine each with (one that touches another gradient or another term)
 PARTNER = {"dgamma_from_x": "no_var_term", "eps_in_grad_weight": "var_sign", "grad_weight_wrong_axis": "var_sign",
            "grad_x_none": "dgamma_from_x", "no_var_term": "dgamma_from_x", "no_mean_term": "eps_in_grad_weight",
            "var_sign": "dgamma_from_x", "var_not_summed": "dgamma_from_x", "mean_wrong_axis": "dgamma_from_x",
-           "eps_in_var_term": "dgamma_from_x", "extra_mean_term": "dgamma_from_x", "half": "dgamma_from_x"}
+           "eps_in_var_term": "dgamma_from_x", "extra_mean_term": "dgamma_from_x", "half": "dgamma_from_x",
+           "stats_wrong_axis": "eps_in_grad_weight"}
 
 
 def _expect(report, slip):
