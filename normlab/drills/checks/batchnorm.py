@@ -32,7 +32,7 @@ def bn_checks(impl, out: list[Finding] | None = None) -> list[Finding]:
     measured = {}
     for rank, shape in BN_SHAPES.items():        # which tensor is γ, β, the running mean and variance: measured
         measured = roles.learn(lambda c, **o: build(c, rank=rank, **o), C, shape, 1, _bn_axes(rank), g)
-        if measured:
+        if not measured.get("failed"):
             break
     with step(out, "construct"):
         _bn_construct(build, C, out, measured)
@@ -117,10 +117,11 @@ def _bn_construct(build, C, out, measured):
     bname, b = find_bias(m, C, gname)
     good = (w is not None and b is not None and w.requires_grad and b.requires_grad
             and torch.all(w == 1) and torch.all(b == 0))
-    out.append(ok("params", f"γ (self.{gname}) 初值 1、β (self.{bname}) 初值 0，各 {C} 个元素") if good else
-               fail("params", "".join(f"self.{n} 是 {KIND_WORDS[k]}，不是 nn.Parameter；" for n, t in ((gname, w), (bname, b))
-                                      if t is not None and (k := tensor_kind(m, n)) != "parameter") +
-                    "应有可学习的 γ（初值 1）和 β（初值 0），各 num_features 个元素：nn.Parameter self.weight / self.bias"))
+    if good:
+        out.append(ok("params", f"γ (self.{gname}) 初值 1、β (self.{bname}) 初值 0，各 {C} 个元素"))
+    else:
+        out.append(fail("params", "；".join(_param_problems(m, ((gname, w, "γ", 1), (bname, b, "β", 0)), C)) +
+                        "：应有可学习的 γ（初值 1）和 β（初值 0），各 num_features 个元素 (nn.Parameter)"))
     mn, mt, vn, vt = find_stats(m, C)
     if (mt is None or vt is None) and measured.get("created"):
         rank = 2 if "rank" not in measured else int(measured["rank"])
@@ -137,8 +138,13 @@ def _bn_construct(build, C, out, measured):
         out.append(fail("param_shapes", f"weight/bias/滑动统计量的形状应为 (C,) = ({C},)；你的是 {', '.join(odd)}"
                         "（能广播，但 torch 的 state_dict 存 (C,)）(parameter shapes differ from torch's)", level=PROD))
     if mt is None or vt is None:
-        out.append(fail("no_running_stats", "没有滑动统计量 (no running statistics)：训练时要用 momentum 更新 running_mean / "
-                        "running_var，eval 时用它们代替 batch 统计量"))
+        if measured.get("failed"):      # nothing could be measured: say what was looked for, not that it is absent
+            out.append(fail("no_running_stats", "找不到滑动统计量：没有叫 running_mean / running_var 的张量，训练 forward "
+                            "又报错，无法测量哪个张量在跟踪 batch 统计量 (running statistics not found)"))
+        else:
+            out.append(fail("no_running_stats", "没有滑动统计量 (no running statistics)：一次训练 forward 之后，没有哪个形状 "
+                            f"({C},) 的非参数张量朝 batch 的均值或方差变化；训练时要用 momentum 更新 running_mean / "
+                            "running_var，eval 时用它们代替 batch 统计量"))
         return
     buffers = dict(m.named_buffers()) if isinstance(m, torch.nn.Module) else {}
     params = dict(m.named_parameters()) if isinstance(m, torch.nn.Module) else {}
@@ -151,6 +157,22 @@ def _bn_construct(build, C, out, measured):
         out.append(fail("buffers", "running_mean 初值应为 0，running_var 初值应为 1"))
     else:
         out.append(ok("buffers", f"{mn}/{vn} 是 buffer，初值 0/1"))
+
+
+def _param_problems(m, found, C) -> list[str]:
+    """What is wrong with γ and β, each as measured (never "missing" for a tensor that is there)."""
+    said = []
+    for name, t, sym, init in found:
+        if t is None:
+            said.append(f"找不到 {sym}：没有哪个 {C} 个元素的可学习张量起 {sym} 的作用" +
+                        ("（设为 0 时每个通道的输出变成常数）" if sym == "γ" else "（改变它时输出平移同样的量）"))
+        elif (k := tensor_kind(m, name)) != "parameter":
+            said.append(f"self.{name} ({sym}) 是 {KIND_WORDS[k]}，不是 nn.Parameter")
+        elif not t.requires_grad:
+            said.append(f"self.{name} ({sym}) 不可学习 (requires_grad=False)")
+        elif not bool(torch.all(t == init)):
+            said.append(f"self.{name} ({sym}) 的初值不是 {init}")
+    return said
 
 
 def _bn_train(build, C, rank, g, out):

@@ -100,7 +100,7 @@ def learn(build, C, shape, axis, stat_axes, g, running=True) -> dict[str, str]:
     except SubmissionError as err:
         if "time limit" in str(err):
             raise
-        roles = {}
+        roles = {"failed": "yes"}
     except Exception:  # noqa: BLE001 - a submission the measurement cannot use: names as before
-        roles = {}
+        roles = {"failed": "yes"}
     return roles
