@@ -130,7 +130,8 @@ def _build(impl, G, eps):
 def gn_checks(impl, out: list[Finding] | None = None) -> list[Finding]:
     out = [] if out is None else out
     g = torch.Generator().manual_seed(3)
-    roles.learn(lambda c, **o: _build(impl, 3, o.get("eps", 1e-5))[0], C, (2, C, 3, 4), 1, (0, 2, 3), g, running=False)
+    roles.learn(lambda c, **o: _build(impl, 3, o.get("eps", 1e-5))[0], C, (2, C, 3, 4), 1, (0, 2, 3), roles.generator(),
+                running=False)
     with step(out, "construct"):
         _params(impl, out)
     if _raised(out, "construct"):
