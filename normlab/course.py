@@ -25,22 +25,21 @@ solution-only lines, text and cells, and every cell left empty, so its check cel
 from __future__ import annotations
 
 import copy
-import os
-import shutil
-import stat
 import sys
 import time
+import traceback
 from pathlib import Path
+
+from .answer_key import BEGIN, END, LEARNER_ONLY, MD_BEGIN, MD_END, ONLY, TAG  # noqa: F401  (the markers)
+from .private import make_private, private_dir
+from .workspace import (BACKUP, SOLUTIONS, SOURCE_COPY, _backup, _write,  # noqa: F401
+                        migrate_old_layout, write_source_copy)
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 BUNDLE = PACKAGE_DIR / "_course"          # in a built wheel: notebooks/*.md and book/glossary.md (setup.py)
 FIRST_NOTEBOOK = "00_course_map"
 DEFAULT_DIR = "~/normlab-course"
-SOLUTIONS, BACKUP, SOURCE_COPY = "solutions", ".backup", "normlab-source"
-SOURCE_SUFFIXES = (".py", ".toml", ".js", ".css")   # what normlab-source/ copies of the package
-
-BEGIN, END, ONLY = "### BEGIN SOLUTION", "### END SOLUTION", "# solution-only"
-MD_BEGIN, MD_END, TAG = "<!-- BEGIN SOLUTION -->", "<!-- END SOLUTION -->", "solution"
+FAILURE_NOTE = "NORMLAB-INIT-FAILED.md"   # in $HOME when init at a server's start fails (--at-server-start)
 BLANK = 'raise NotImplementedError("在这里写出你的实现 (write your implementation here)")'
 SETUP_TAG, BANNER_TAG = "normlab-setup", "normlab-solution-banner"
 SETUP_SOURCE = '''\
@@ -67,9 +66,16 @@ class CourseError(Exception):
 
 # --------------------------------------------------------------------------------- where the lessons are
 
-def course_root() -> Path:
-    """The folder holding notebooks/ and book/glossary.md: the package's own copy in an installed
-    wheel, else the checkout the package sits in (run.py's editable install)."""
+def course_root(source: Path | str | None = None) -> Path:
+    """The folder holding notebooks/ and book/glossary.md: `source` when given (a teacher's copy of the
+    course repository), else the package's own copy in an installed wheel, else the checkout the
+    package sits in (run.py's editable install)."""
+    if source is not None:
+        root = Path(source).expanduser()
+        if not any((root / "notebooks").glob("[0-9][0-9]_*.md")):
+            raise CourseError(f"{root / 'notebooks'} 里没有课程的 notebook 源文件 (NN_*.md)：--from 要指向课程仓库的"
+                              "根目录。(--from needs the course repository's root folder)")
+        return root
     for root in (BUNDLE, PACKAGE_DIR.parent):
         if any((root / "notebooks").glob("[0-9][0-9]_*.md")):
             return root
@@ -80,6 +86,11 @@ def course_root() -> Path:
 def sources(root: Path | None = None) -> list[Path]:
     """The lessons in order (their names start with a two-digit number)."""
     return sorted((root or course_root()).joinpath("notebooks").glob("[0-9][0-9]_*.md"))
+
+
+def carries_solutions(root: Path) -> bool:
+    """False for the wheel's bundle, whose sources have their answers taken out (normlab.answer_key)."""
+    return not (root / LEARNER_ONLY).exists()
 
 
 # --------------------------------------------------------------------------------- solution / learner
@@ -179,6 +190,17 @@ def with_banner(nb, stem: str):
     return nb
 
 
+def learner_copy(nb, has_answers: bool | None = None):
+    """The copy a learner gets: the learner version (when the lesson has answers), its prompts laid
+    out to be guessed before the code is seen (normlab.predictions.learner_layout: Run All waits at an
+    unanswered prompt, the experiment's code collapsed until the guess), the setup cell first."""
+    from .predictions import learner_layout
+
+    if has_answers is None:
+        has_answers = has_solutions(nb)
+    return with_setup_cell(learner_layout(versions(nb, learner=True) if has_answers else copy.deepcopy(nb)))
+
+
 def read_source(src: Path):
     import jupytext
 
@@ -192,7 +214,8 @@ def read_source(src: Path):
 
 def export(out: Path, keep_existing: bool = False, srcs: list[Path] | None = None) -> list[Path]:
     """The test run's layout (build/nbval): NAME.ipynb is the solution version and NAME_learner.ipynb
-    the learner version of a lesson with answers; every file starts with the setup cell."""
+    the learner copy (``learner_copy``) of a lesson with answers; a lesson without answers has one
+    copy, NAME.ipynb, the learners'. Every file starts with the setup cell."""
     import jupytext
 
     out.mkdir(parents=True, exist_ok=True)
@@ -205,12 +228,15 @@ def export(out: Path, keep_existing: bool = False, srcs: list[Path] | None = Non
         if keep_existing and dst.exists():
             continue
         nb = read_source(src)
-        if has_solutions(nb):
-            learner = out / (src.stem + "_learner.ipynb")
-            if not (keep_existing and learner.exists()):
-                jupytext.write(with_setup_cell(versions(nb, learner=True)), learner)
-                written.append(learner)
-            nb = versions(nb, learner=False)
+        if not has_solutions(nb):                # one copy, the learners'
+            jupytext.write(learner_copy(nb, False), dst)
+            written.append(dst)
+            continue
+        learner = out / (src.stem + "_learner.ipynb")
+        if not (keep_existing and learner.exists()):
+            jupytext.write(learner_copy(nb, True), learner)
+            written.append(learner)
+        nb = versions(nb, learner=False)
         jupytext.write(with_setup_cell(nb), dst)
         written.append(dst)
     return written
@@ -224,113 +250,47 @@ def workspace_files(solutions: bool, srcs: list[Path] | None = None) -> dict[str
     files = {}
     for src in sources() if srcs is None else srcs:
         nb = read_source(src)
-        if not has_solutions(nb):
-            files[f"{src.stem}.ipynb"] = with_setup_cell(nb)
-            continue
-        files[f"{src.stem}.ipynb"] = with_setup_cell(versions(nb, learner=True))
-        if solutions:
+        answers = has_solutions(nb)
+        files[f"{src.stem}.ipynb"] = learner_copy(nb, answers)
+        if solutions and answers:
             files[f"{SOLUTIONS}/{src.stem}.ipynb"] = with_banner(with_setup_cell(versions(nb, learner=False)), src.stem)
     return files
 
 
-def _write(nb, path: Path) -> None:
-    import jupytext
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    jupytext.write(nb, path)
-
-
-def _backup(path: Path, dest: Path, stamp: str) -> Path:
-    """Move a copy out of the way into dest/.backup/ (never deleted)."""
-    backup = dest / BACKUP
-    backup.mkdir(parents=True, exist_ok=True)
-    prefix = f"{SOLUTIONS}-" if path.parent.name == SOLUTIONS else ""
-    target = backup / f"{prefix}{path.stem}.{stamp}{path.suffix}"
-    shutil.move(str(path), target)
-    return target
-
-
-def migrate_old_layout(dest: Path, say=print) -> list[str]:
-    """Workspaces made before the learner copies took the plain names held NAME.ipynb (the solution
-    version) beside NAME_learner.ipynb (the learner's answers). The solution copy moves to .backup/,
-    the learner's file takes the plain name: nothing is lost, and no answer key stays at the door."""
-    moved, stamp = [], time.strftime("%Y%m%d-%H%M%S")
-    for learner in sorted(dest.glob("[0-9][0-9]_*_learner.ipynb")):
-        plain = learner.with_name(learner.name.replace("_learner.ipynb", ".ipynb"))
-        if plain.exists():
-            _backup(plain, dest, stamp)
-        learner.rename(plain)
-        moved.append(plain.name)
-    if moved:
-        say(f"[normlab] 旧版工作区：{', '.join(moved)} 现在就是你的学习版（原来的 *_learner 文件改了名，"
-            f"答案版副本移到 {BACKUP}/）。(old layout migrated: your learner files keep their answers)")
-    return moved
-
-
-def _make_writable(func, path, _exc) -> None:
-    """rmtree's error hook: a read-only file (Windows refuses to delete one) is made writable, then removed."""
-    os.chmod(path, stat.S_IWRITE | stat.S_IREAD)
-    func(path)
-
-
-def _remove_tree(folder: Path) -> None:
-    if sys.version_info >= (3, 12):
-        shutil.rmtree(folder, onexc=_make_writable)
-    else:
-        shutil.rmtree(folder, onerror=_make_writable)
-
-
-def write_source_copy(dest: Path) -> Path:
-    """dest/normlab-source/: a read-only copy of the package's code (normlab/...) and the glossary, so
-    the files the lessons tell a learner to read open in JupyterLab, whose root is the workspace.
-    Rewritten by every init (it is no learner's work)."""
-    out = dest / SOURCE_COPY
-    if out.exists():
-        _remove_tree(out)
-    files = [p for p in sorted(PACKAGE_DIR.rglob("*")) if p.suffix in SOURCE_SUFFIXES
-             and "_course" not in p.relative_to(PACKAGE_DIR).parts and "__pycache__" not in p.parts]
-    for p in files:
-        target = out / "normlab" / p.relative_to(PACKAGE_DIR)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(p, target)
-    glossary = course_root() / "book" / "glossary.md"
-    if glossary.exists():
-        shutil.copyfile(glossary, out / "glossary.md")
-    (out / "README.md").write_text(
-        "# normlab-source（只读副本 read-only copy）\n\n课程里提到的 `normlab/…` 文件在这里的 `normlab/…`，"
-        "术语表 (glossary) 是 `glossary.md`。这是课程包的只读副本，每次 `normlab-course init`（或 "
-        "`python3 run.py course`）都会重新生成：不要在这里改代码。"
-        f"\n\nThe code that runs is the installed package: `{PACKAGE_DIR}`.\n", encoding="utf-8")
-    for p in out.rglob("*"):
-        if p.is_file():
-            os.chmod(p, stat.S_IREAD)
-    return out
-
-
-def init(dest: Path | str = DEFAULT_DIR, solutions: bool = False, say=print) -> list[Path]:
+def init(dest: Path | str = DEFAULT_DIR, solutions: bool = False, say=print,
+         source: Path | str | None = None) -> list[Path]:
     """Write the learner's workspace into dest: every missing notebook (never overwriting one that is
-    there), and a fresh normlab-source/. Returns the notebooks written."""
+    there), and a fresh normlab-source/. Returns the notebooks written. Everything it writes is its
+    owner's only (0700 folders, 0600 notebooks, a 0400 normlab-source/), whatever the umask.
+    `source`: a course repository to read the lessons from (a teacher's solutions; the wheel has none)."""
+    root = course_root(source)
+    if solutions and not carries_solutions(root):
+        raise CourseError("这个安装只带学习版，没有答案 (this install carries no solutions)。老师的答案版："
+                          "normlab-course init 目录 --solutions --from 课程仓库目录（仓库放在只有你能读的地方，"
+                          "见教师指南「一个班用一台服务器」）。")
     dest = Path(dest).expanduser()
-    dest.mkdir(parents=True, exist_ok=True)
+    private_dir(dest)
     migrate_old_layout(dest, say)
     written = []
-    for rel, nb in workspace_files(solutions).items():
+    for rel, nb in workspace_files(solutions, sources(root)).items():
         path = dest / rel
         if not path.exists():
             _write(nb, path)
             written.append(path)
-    write_source_copy(dest)
+    write_source_copy(dest, root / "book" / "glossary.md")
     return written
 
 
-def reset(dest: Path | str, name: str | None, everything: bool = False, say=print) -> list[Path]:
+def reset(dest: Path | str, name: str | None, everything: bool = False, say=print,
+          source: Path | str | None = None) -> list[Path]:
     """Put fresh copies of lesson `name` ("03", "03_layernorm"; the old "08_drills_learner" too), or of
     all with `everything`, into dest; each replaced copy moves to dest/.backup/ first. Returns them.
-    Solution copies are refreshed where the workspace has solutions/. Other files are never touched."""
-    dest = Path(dest).expanduser()
+    Solution copies are refreshed where the workspace has solutions/ and the lessons' source carries
+    them (`source`, a course repository; never the wheel's bundle). Other files are never touched."""
+    dest, root = Path(dest).expanduser(), course_root(source)
     if dest.exists():
         migrate_old_layout(dest, say)
-    files = workspace_files(solutions=(dest / SOLUTIONS).is_dir())
+    files = workspace_files((dest / SOLUTIONS).is_dir() and carries_solutions(root), sources(root))
     stems = sorted({Path(rel).stem for rel in files})
     wanted = (name or "").removesuffix(".ipynb").removesuffix("_learner")
     chosen = stems if everything else ([s for s in stems if s == wanted] or
@@ -352,6 +312,36 @@ def reset(dest: Path | str, name: str | None, everything: bool = False, say=prin
     return replaced
 
 
+def init_at_server_start(dest: Path | str) -> int:
+    """init as a class server's start runs it (deploy/): a failure never stops the server. The cause
+    goes to the server's log (stderr) and into ~/NORMLAB-INIT-FAILED.md, which the server then opens
+    instead of lesson 00, so the learner reads what went wrong; a later good start removes the note.
+    Exit status 1 on failure (the start command switches the page on it)."""
+    note = Path.home() / FAILURE_NOTE
+    try:
+        written = init(dest)
+    except BaseException as err:                     # anything: the learner must still get their server
+        detail = traceback.format_exc()
+        print(f"[normlab] init {dest} failed:\n{detail}", file=sys.stderr, flush=True)
+        try:
+            note.write_text(
+                f"# 课程工作区没有准备好 (your course workspace could not be prepared)\n\n"
+                f"服务器启动时 `normlab-course init {dest}` 失败了：\n\n```\n{type(err).__name__}: {err}\n```\n\n"
+                "你的服务器照常运行，已有的文件都没有动。常见原因：主目录的磁盘满了、`normlab-course` "
+                "这个名字被一个文件占用了、课程包没有装好。请把这一页的内容发给老师；老师在服务器的日志里能看到完整的"
+                "出错信息 (the full traceback is in the server's log)。问题解决后，停止并重新启动你的服务器"
+                "（File → Hub Control Panel → Stop My Server → Start My Server）。\n", encoding="utf-8")
+            make_private(note)
+        except OSError as again:
+            print(f"[normlab] could not write {note}: {again}", file=sys.stderr)
+        return 1
+    if note.exists():
+        note.unlink()
+    print(f"[normlab] {len(written)} 个 notebook 写入 {Path(dest).expanduser()}（已有的没有动）"
+          "(workspace ready; existing files kept)", file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -368,22 +358,29 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("name", nargs="?", help="课名 (lesson)，例如 03 或 03_layernorm")
     r.add_argument("dir", nargs="?", default=DEFAULT_DIR, help=f"工作区文件夹 (workspace folder)，默认 {DEFAULT_DIR}")
     r.add_argument("--all", action="store_true")
+    for p in (i, r):
+        p.add_argument("--from", dest="source", metavar="REPO",
+                       help="从课程仓库读课程（老师的答案版）(read the lessons from a course repository)")
+    i.add_argument("--at-server-start", action="store_true",
+                   help=f"服务器启动时用：失败时把原因写进 ~/{FAILURE_NOTE} (a class server's start: note a failure)")
     args = ap.parse_args(argv)
     if args.cmd is None:
         ap.print_help()
         print("\n[normlab] 需要一个命令：init 或 reset，例如 normlab-course init ~/normlab-course。"
               "(a command is needed: init or reset)", file=sys.stderr)
         return 2
+    if args.cmd == "init" and args.at_server_start:
+        return init_at_server_start(args.dir)
     try:
         if args.cmd == "init":
-            written = init(args.dir, args.solutions)
+            written = init(args.dir, args.solutions, source=args.source)
             dest = Path(args.dir).expanduser()
             print(f"[normlab] {len(written)} 个 notebook 写入 {dest}（已有的没有动）；从 "
                   f"{dest / (FIRST_NOTEBOOK + '.ipynb')} 开始。(workspace ready; existing files kept)")
         elif args.all:       # reset --all [DIR]: the one positional is the folder
-            reset(args.name or args.dir, None, everything=True)
+            reset(args.name or args.dir, None, everything=True, source=args.source)
         else:
-            reset(args.dir, args.name)
+            reset(args.dir, args.name, source=args.source)
     except (CourseError, OSError) as err:
         print(f"[normlab] {err}", file=sys.stderr)
         return 2

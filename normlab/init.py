@@ -84,37 +84,36 @@ def init_weights_(model: nn.Module, depth: int, scaling: str = "none", deepnorm_
 
 
 @torch.no_grad()
-def torchscale_init_(model: nn.Module, init_scale: float, seed: int = 0) -> None:
-    """What the reference implementation (microsoft/torchscale) does, for comparison with Figure 2's
-    ``xavier_normal_(gain=beta)`` (``init_weights_``; the course's stacks use that one):
+def torchscale_init_(model: nn.Module, init_scale: float, seed: int = 0, bert_init: bool = False) -> None:
+    """What the reference implementation (microsoft/torchscale @4d1e0e82) does on the path its code
+    runs, for comparison with Figure 2's ``xavier_normal_(gain=beta)`` (``init_weights_``; the course's
+    stacks use that one):
 
-    - ``fc1``, ``fc2`` are plain ``nn.Linear``: PyTorch's default init (weight U(+-1/sqrt(fan_in)), std
-      1/sqrt(3 fan_in); bias U(+-1/sqrt(fan_in))), ``component/feedforward_network.py``;
-    - ``MultiheadAttention.reset_parameters``: ``xavier_uniform_`` on q, k, v with gain 1/sqrt(2), on
-      out_proj with gain 1, out_proj's bias 0 (q, k, v biases keep the default),
-      ``component/multihead_attention.py``;
+    - every ``nn.Linear`` -- fc1, fc2 (``component/feedforward_network.py``) and q/k/v/out_proj
+      (``component/multihead_attention.py``) -- keeps PyTorch's default init (weight U(+-1/sqrt(fan_in)),
+      std 1/sqrt(3 fan_in); bias U(+-1/sqrt(fan_in))). ``MultiheadAttention.reset_parameters`` (xavier_uniform_
+      with gain 1/sqrt(2) on q, k, v; out_proj's bias 0) is never called: not by its constructor, not by
+      any call site in the repository (fairseq's MultiheadAttention constructor does call its own);
+    - with ``bert_init=True`` (``args.bert_init``, ``architecture/encoder.py`` L232-233 ->
+      ``utils.init_bert_params``) every Linear weight is N(0, 0.02) and every Linear bias 0 instead;
     - then every parameter whose *name contains* fc1, fc2, out_proj or v_proj -- weights and biases --
-      is divided by ``init_scale`` ((8N)^(1/4) for an encoder, i.e. times beta), ``architecture/encoder.py``.
+      is divided by ``init_scale`` ((8N)^(1/4) for an encoder, i.e. times beta), ``architecture/encoder.py``
+      L245-252.
 
-    Other ``nn.Linear`` layers get PyTorch's default. Draws from torch's RNG seeded with ``seed`` and
-    restores the caller's stream afterwards."""
+    Draws from torch's RNG seeded with ``seed`` and restores the caller's stream afterwards."""
     if not init_scale > 0:
         raise ValueError(f"init_scale 应为正数 (must be positive)，实际 {init_scale!r}")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        for name, module in model.named_modules():
+        for module in model.modules():
             if not isinstance(module, nn.Linear):
                 continue
-            leaf = name.rsplit(".", 1)[-1]
-            if leaf in ("q_proj", "k_proj", "v_proj"):
-                module.reset_parameters()                                   # the bias keeps the default
-                nn.init.xavier_uniform_(module.weight, gain=1 / math.sqrt(2))
-            elif leaf == "out_proj":
-                nn.init.xavier_uniform_(module.weight)
+            if bert_init:
+                nn.init.normal_(module.weight, mean=0.0, std=0.02)
                 if module.bias is not None:
                     nn.init.zeros_(module.bias)
             else:
-                module.reset_parameters()                                   # fc1, fc2: nn.Linear's default
+                module.reset_parameters()                                   # nn.Linear's default, as constructed
     for name, p in model.named_parameters():
         if any(s in name for s in SCALED):                                  # substring, as torchscale: biases too
             p.div_(init_scale)

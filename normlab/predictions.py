@@ -17,6 +17,16 @@ JupyterLab's HTML sanitizer keeps ``class`` and drops ``data-*``; inside the sum
 starts with ``<details><summary>答案`` (the slides' layout finds answers by that). The widget's
 front-end keeps that fold shut until the learner has picked an option (web/predict.js).
 
+The learner copy (``learner_layout``, applied by normlab.course to the copies learners get) makes a
+prompt a question before it is code (issue 36): its choice cell waits for the guess
+(``await predict.ask(...)``: Run All stops there until the learner picks, then runs on; the one-line
+comment that starts it is all its collapsed input shows), it carries a saved output listing the
+choices (seen before any cell runs), and the experiment's code cells between it and its answer fold
+are collapsed (``jupyter.source_hidden``), each starting with HIDDEN_LINE, which the widget's
+front-end looks for to open them after the pick. The solution copy and the slides keep the plain
+``predict.ask(...)`` and the code in view. A runner that must not stop (the test run, the book, the
+sweep) sets ``NORMLAB_PREDICT_WAIT=0`` (WAIT_ENV): the choice widget is drawn, nothing is guessed.
+
 Guesses: ``~/.normlab/predictions.json`` (or the file NORMLAB_PREDICTIONS names), written by the kernel
 when the learner picks an option in JupyterLab; ``{"version": 1, "guesses": {"01.depth-std": {"choice":
 "B", "time": "..."}}}``. Without a kernel (the book, the slides) the browser keeps the same object in its
@@ -33,12 +43,24 @@ from functools import lru_cache
 from pathlib import Path
 
 from .predictions_data import PROMPTS
+from .private import private_dir, write_private
 
 MARK = "**先想一想**"
 PREDICT_TAG, SUMMARY_TAG = "normlab-predict", "normlab-predict-summary"
 HIDE_INPUT = "remove-input"                  # the book shows the widget, not its two lines of code (slides: always)
 STORAGE_KEY = "normlab.predictions"          # the browser's localStorage key (book, slides)
 KEYS = "ABCDEFGH"
+WAIT_ENV = "NORMLAB_PREDICT_WAIT"            # "0": an unanswered prompt does not stop the run (runners set it)
+# The first line of the learner copy's choice cell and of each experiment cell it collapses: what
+# JupyterLab shows of a collapsed cell (its first line), and how web/predict.js finds the cells to open.
+ASK_LINE = "# 先想一想 (predict first)：运行这一格，在它下面选一个预测；选好之前，下面的实验不会运行。"
+HIDDEN_LINE = "# 这一格的代码在你预测之后展开 (this code opens after your guess)"
+# The discussion right after an answer fold, in the learner copy: a fold of its own, locked like the
+# answer (its summary carries the prompt's marker, plus DISCUSSION_CLASS). Not a collapsed cell:
+# JupyterLab's Run All renders every markdown cell and un-collapses it.
+DISCUSSION_CLASS = "nl-discussion"
+DISCUSSION_SUMMARY = "接着读：结果的讨论 (read on after your guess)"
+ASK_CALL = re.compile(r'predict\.ask\("(\d+)", "([^"]+)"\)')
 ANSWER_CLASS = "nl-answer-for"               # every tagged answer fold's marker; plus answer_class(key)
 # An answer fold's summary, with the marker an earlier export put there (replaced, not doubled).
 ANSWER_FOLD = re.compile(r'(<details>\s*<summary>\s*答案[^<]*?)\s*(?:<span class="nl-answer-for[^"]*"></span>)?(</summary>)')
@@ -55,9 +77,13 @@ def _load() -> tuple[dict, ...]:
     out = []
     for p in PROMPTS:
         entry = dict(p)
-        missing = [k for k in ("lesson", "id", "starts", "options", "answer", "evidence") if k not in entry]
+        missing = [k for k in ("lesson", "id", "starts", "options", "answer", "evidence", "reveals") if k not in entry]
         if missing:
             raise PredictionError(f"predictions_data: 条目 (entry) {entry.get('id', '?')} 缺少 {', '.join(missing)}")
+        if not (isinstance(entry["reveals"], (list, tuple)) and entry["reveals"]
+                and all(isinstance(r, str) and r.strip() for r in entry["reveals"])):
+            raise PredictionError(f"predictions_data: {entry['lesson']}.{entry['id']} 的 reveals 应是非空的字符串列表 "
+                                  "(reveals: a non-empty list of strings)")
         entry["keys"] = list(KEYS[: len(entry["options"])])
         if entry["answer"] not in entry["keys"]:
             raise PredictionError(f"predictions_data: {entry['lesson']}.{entry['id']} 的 answer "
@@ -67,7 +93,7 @@ def _load() -> tuple[dict, ...]:
 
 
 def entries(lesson: str | None = None) -> list[dict]:
-    """The prompts' entries (each: lesson, id, starts, options, keys, answer, evidence, ask?)."""
+    """The prompts' entries (each: lesson, id, starts, options, keys, answer, evidence, reveals, ask?)."""
     es = _load()
     return [dict(e) for e in es if lesson is None or e["lesson"] == lesson]
 
@@ -124,6 +150,11 @@ def ask_source(lesson: str, pid: str) -> str:
     return f'from normlab.widgets import predict\npredict.ask("{lesson}", "{pid}")'
 
 
+def learner_ask_source(lesson: str, pid: str) -> str:
+    """The learner copy's choice cell: it waits for the guess (normlab.widgets.predict.Ask.__await__)."""
+    return f'{ASK_LINE}\nfrom normlab.widgets import predict\nawait predict.ask("{lesson}", "{pid}")'
+
+
 def summary_source(lesson: str) -> str:
     return f'from normlab.widgets import predict\npredict.summary("{lesson}")'
 
@@ -175,6 +206,71 @@ def with_prediction_cells(nb, stem: str):
     return nb
 
 
+def choices_preview(e: dict) -> dict:
+    """The choice cell's saved output in the learner copy: the choices, readable before any cell runs
+    (running the cell replaces it with the widget)."""
+    opts = "\n".join(f"- **({k})** {t}" for k, t in zip(e["keys"], e["options"]))
+    ask = f"（{e['ask']}）" if e.get("ask") else ""
+    md = (f"**你的预测 (your prediction)**{ask}：\n\n{opts}\n\n运行这一格（或 Run All）后在这里点一个选项；"
+          "选好之前，下面的实验不会运行。(run this cell, then pick: the experiment below waits for your guess)")
+    plain = "你的预测 (your prediction)：" + "；".join(f"({k}) {t}" for k, t in zip(e["keys"], e["options"]))
+    return {"output_type": "display_data", "metadata": {}, "data": {"text/markdown": md, "text/plain": plain}}
+
+
+def _collapse(cell, first_line: str | None = None) -> None:
+    cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
+    if first_line and not cell.source.startswith(first_line):
+        cell.source = f"{first_line}\n{cell.source}"
+
+
+def _is_discussion(cell) -> bool:
+    """A markdown cell that only discusses a result: no heading (the next section), no prompt."""
+    return (cell.cell_type == "markdown" and not re.search(r"^#{1,6} ", cell.source, re.M)
+            and not prompt_texts(cell.source))
+
+
+def discussion_fold(text: str, key: str) -> str:
+    """A discussion of a result, shut until the prompt ``key`` has a guess (web/predict.js opens it then)."""
+    marker = f'<span class="{ANSWER_CLASS} {answer_class(key)} {DISCUSSION_CLASS}"></span>'
+    return f'<details class="{DISCUSSION_CLASS}"><summary>{DISCUSSION_SUMMARY}{marker}</summary>\n\n{text}\n\n</details>'
+
+
+def learner_layout(nb):
+    """The learner copy's prompts (module docstring): each choice cell waits for the guess, shows only
+    its first line (ASK_LINE) and a saved list of the choices; the code cells after it, up to its
+    answer fold (the markdown cell with its marker; or the next prompt), are collapsed and start with
+    HIDDEN_LINE; the markdown cell right after the fold, when it only discusses the result, becomes a
+    fold locked like the answer (``discussion_fold``). Cells are neither added nor removed (nbval_book
+    maps cells by position). Idempotent."""
+    import nbformat
+
+    pending, pending_key, after_fold = None, "", False
+    for cell in nb.cells:
+        if PREDICT_TAG in cell.get("metadata", {}).get("tags", []):
+            lesson, pid = ASK_CALL.search(cell.source).groups()
+            cell.source = learner_ask_source(lesson, pid)
+            _collapse(cell)
+            cell.outputs = [nbformat.from_dict(choices_preview(entry(lesson, pid)))]
+            pending_key = f"{lesson}.{pid}"
+            pending, after_fold = answer_class(pending_key), False
+        elif after_fold:
+            if _is_discussion(cell) and DISCUSSION_CLASS not in cell.source:
+                cell.source = discussion_fold(cell.source, pending_key)
+            after_fold = False
+        elif pending and cell.cell_type == "markdown":
+            after_fold = pending in cell.source and not re.search(r"</details>\s*\S", cell.source)
+            if pending in cell.source or prompt_texts(cell.source):
+                pending = None
+        elif pending and cell.cell_type == "code":
+            _collapse(cell, HIDDEN_LINE)
+    return nb
+
+
+def waits() -> bool:
+    """Does an unanswered prompt stop the run here? Not where a runner said so (WAIT_ENV=0)."""
+    return os.environ.get(WAIT_ENV, "1") != "0"
+
+
 # --- the learner's guesses ---------------------------------------------------------------------------------
 
 def store_path() -> Path:
@@ -199,21 +295,22 @@ def save_guess(lesson: str, pid: str, choice: str, path: Path | None = None) -> 
     e = entry(lesson, pid)
     if choice not in e["keys"]:
         raise PredictionError(f"选项 (option) 只能是 {'、'.join(e['keys'])}，收到 {choice!r}")
+    own_folder = path is None and not os.environ.get("NORMLAB_PREDICTIONS")    # ~/.normlab
     path = path or store_path()
     guesses = load_guesses(path)
     guesses[f"{lesson}.{pid}"] = {"choice": choice, "time": time.strftime("%Y-%m-%d %H:%M:%S")}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"version": 1, "guesses": guesses}, ensure_ascii=False, indent=1), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    # owner-only (0600 in a 0700 ~/.normlab): a learner's guesses are theirs alone on a shared server
+    if own_folder:
+        private_dir(path.parent)
+    return write_private(path, json.dumps({"version": 1, "guesses": guesses}, ensure_ascii=False, indent=1))
 
 
 def score(lesson: str, guesses: dict[str, dict]) -> list[dict]:
-    """Per prompt of the lesson: id, choice ("" if none), answer, right (None if no guess)."""
+    """Per prompt of the lesson: id, choice ("" if none), answer ("" until guessed: a summary never
+    shows the answer to a prompt the learner has not answered), right (None if no guess)."""
     rows = []
     for e in entries(lesson):
         choice = guesses.get(f"{lesson}.{e['id']}", {}).get("choice", "")
-        rows.append({"id": e["id"], "choice": choice, "answer": e["answer"],
+        rows.append({"id": e["id"], "choice": choice, "answer": e["answer"] if choice else "",
                      "right": (choice == e["answer"]) if choice else None})
     return rows

@@ -243,16 +243,38 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+@contextlib.contextmanager
+def environ(**changes):
+    """os.environ with ``changes`` (None: removed) inside the block, then as it was."""
+    saved = {k: os.environ.get(k) for k in changes}
+    try:
+        for k, v in changes.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 @pytest.fixture(scope="session")
 def lab(tmp_path_factory):
     """A JupyterLab server on 127.0.0.1 over fresh .ipynb copies of the course notebooks, started by
-    tools/bench_widgets.py's ``jupyterlab`` (the benchmark's server, live widgets)."""
+    tools/bench_widgets.py's ``jupyterlab`` (the benchmark's server, live widgets). Its kernels keep the
+    guesses in the server's folder, never in the tester's ~/.normlab, and wait at an unanswered prompt
+    as a learner's do (no NORMLAB_PREDICT_WAIT)."""
     workdir = tmp_path_factory.mktemp("lab")
     subprocess.run([sys.executable, str(ROOT / "tools" / "notebooks.py"), "export", "--out", str(workdir)],
                    cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     with contextlib.ExitStack() as stack:
         try:
-            base, token = stack.enter_context(bench_widgets.jupyterlab(workdir))
+            with environ(NORMLAB_PREDICTIONS=str(workdir / "predictions.json"), NORMLAB_PREDICT_WAIT=None):
+                base, token = stack.enter_context(bench_widgets.jupyterlab(workdir))    # the server keeps this env
         except bench_widgets.LabDidNotStart as err:
             pytest.fail(str(err))
         yield {"base": base, "token": token, "dir": workdir}

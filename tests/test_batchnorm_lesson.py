@@ -193,3 +193,32 @@ def test_noise_only_network_is_bn_noise_without_the_batchnorm():
     a.eval()                                                                 # eval: the noise is off, so a plain MLP
     h = torch.tanh(F.linear(torch.tanh(F.linear(x, lin[0].weight, lin[0].bias)), lin[1].weight, lin[1].bias))
     torch.testing.assert_close(a(x), F.linear(h, lin[2].weight, lin[2].bias))
+
+
+def test_reestimate_bn_stats_resets_first_then_averages_every_batch():
+    """After 300 training steps on data of mean 1, one pass of 19 batches of mean 5: with the reset the
+    running mean is the plain mean of the 19 batch means (a hand computation), with momentum=None alone
+    (no reset) it moves only a few percent of the way (num_batches_tracked keeps counting from 300)."""
+    g = torch.Generator().manual_seed(0)
+    train_batches = [torch.randn(16, 3, generator=g) + 1.0 for _ in range(300)]
+    new_batches = [torch.randn(16, 3, generator=g) * 2 + 5.0 for _ in range(19)]
+
+    def trained():
+        bn = nn.BatchNorm1d(3)
+        for x in train_batches:
+            bn(x)
+        return bn
+
+    bn = bn_lesson.reestimate_bn_stats(trained(), new_batches)
+    want = torch.stack([x.mean(0) for x in new_batches]).mean(0)
+    want_var = torch.stack([x.var(0, unbiased=True) for x in new_batches]).mean(0)
+    assert torch.allclose(bn.running_mean, want, atol=1e-5) and torch.allclose(bn.running_var, want_var, atol=1e-4)
+    assert bn.momentum == 0.1 and bn.training and int(bn.num_batches_tracked) == 19
+
+    naive = trained()                                       # momentum=None without reset_running_stats()
+    before = naive.running_mean.clone()
+    naive.momentum = None
+    for x in new_batches:
+        naive(x)
+    moved = (naive.running_mean - before) / (want - before)
+    assert (moved > 0).all() and (moved < 0.1).all()        # 19 / 319 of the way: ~6 %

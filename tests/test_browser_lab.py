@@ -384,3 +384,154 @@ def test_choice_goes_through_the_kernel_and_the_explorer_is_never_squeezed(lab03
     assert not box["scrolls"] and box["maxHeight"] == "none", f"the explorer scrolls inside its output: {box}"
     assert box["explorerBottom"] <= box["areaBottom"] + 1 and box["boardBottom"] <= box["areaBottom"] + 1, box
     assert box["boardRight"] <= box["areaRight"] + 1, box
+
+
+# --- JupyterLab, the learner copy: a question before it is code (issue 36) -------------------------------
+#
+# One notebook, opened in lab03's tab (no second JupyterLab load): lesson 01's learner copy up to its second
+# choice cell, then the first prompt of each other lesson as its learner copy lays it out (the prompt's
+# markdown cell through its answer fold), and last, as the control, 01's first experiment cell as the
+# solution copy has it (its code in view). Before any cell runs, every prompt shows its question and its
+# choices, and no code is in view but the control's; Run All stops at 01's first prompt before its
+# experiment; the pick goes through the kernel and the run goes on, opening the experiment's code, up to
+# the second prompt; an interrupt there ends the run with one line.
+
+def first_prompts_notebook(folder: Path) -> tuple[str, list[dict]]:
+    """zz_prompts.ipynb in ``folder`` (above); returns its name and the entries of the prompts in it."""
+    import nbformat
+
+    def learner(lesson: str):
+        name = next(p for p in sorted(folder.glob(f"{lesson}_*.ipynb")) if not p.stem.endswith("_widget")
+                    and (p.stem.endswith("_learner") or not p.with_name(f"{p.stem}_learner.ipynb").exists()))
+        return nbformat.read(name, 4)
+
+    nb = learner("01")
+    asks = [i for i, c in enumerate(nb.cells) if P.PREDICT_TAG in c.metadata.get("tags", [])]
+    cells, shown = nb.cells[:asks[1] + 1], [P.entry("01", "depth-std"), P.entry("01", "typical-gain")]
+    for lesson in ("02", "03", "04", "05", "06", "07", "08", "09"):
+        other = learner(lesson).cells
+        i = next(i for i, c in enumerate(other) if P.PREDICT_TAG in c.metadata.get("tags", []))
+        key = P.ASK_CALL.search(other[i].source).groups()
+        fold = next(j for j in range(i, len(other)) if P.answer_class(".".join(key)) in other[j].source)
+        cells += other[i - 1:fold + 1]
+        shown.append(P.entry(*key))
+    solution = nbformat.read(folder / "01_residuals.ipynb", 4).cells
+    control = solution[next(i for i, c in enumerate(solution) if P.PREDICT_TAG in c.metadata.get("tags", [])) + 1]
+    nb.cells = [nbformat.from_dict({**c, "id": f"zz{i}"}) for i, c in enumerate(cells + [control])]   # ids unique
+    nbformat.write(nb, folder / "zz_prompts.ipynb")
+    return "zz_prompts", shown
+
+
+IN_VIEW_CODE = """(panel) => Array.from(panel.querySelectorAll('.jp-CodeCell .jp-InputArea .cm-content'))
+    .map(e => e.textContent)"""
+
+
+def test_learner_copy_asks_before_it_shows_and_run_all_waits_for_the_guess(lab, lab03, artifacts):
+    """~6 s of CPU here (the kernel's imports and 01's first experiment; JupyterLab is already loaded)."""
+    page = lab03["page"]
+    page.set_viewport_size({"width": 1366, "height": 768})
+    try:
+        asks_then_runs_on(page, lab, artifacts)
+    finally:
+        page.set_viewport_size({"width": 1280, "height": 800})
+
+
+def asks_then_runs_on(page, lab, artifacts: Path) -> None:
+    import nbformat
+    import requests
+
+    name, shown = first_prompts_notebook(lab["dir"])
+    n = len(nbformat.read(lab["dir"] / f"{name}.ipynb", 4).cells)
+    page.evaluate("() => { window.__guesses = []; document.addEventListener('normlab:guess', e => window.__guesses.push(e.detail)); }")
+    open_from_file_browser(page, lab, name)
+    panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
+    # JupyterLab attaches a long notebook's cells over a second or two
+    page.wait_for_function(f"() => document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell').length >= {n}",
+                           timeout=30000)
+    page.screenshot(path=str(artifacts / "lab_learner_before_run.png"))
+    # 1. before any cell runs: each prompt's question and choices (scrolled into view: JupyterLab skips
+    # drawing what is off screen); no code in view but the control's
+    asks = panel.locator(".jp-CodeCell", has=page.locator(".jp-InputPlaceholder", has_text=P.ASK_LINE))
+    assert asks.count() == len(shown)
+    for i, e in enumerate(shown):
+        question = asks.nth(i).evaluate("c => { const p = c.previousElementSibling; p.scrollIntoView(); return p.innerText; }")
+        assert e["starts"].replace("`", "") in question.replace("`", ""), e["id"]
+        asks.nth(i).scroll_into_view_if_needed()
+        choices = asks.nth(i).inner_text()
+        assert all(f"({k}) {option}" in choices for k, option in zip(e["keys"], e["options"])), (e["id"], choices)
+        if i == 0:
+            page.wait_for_timeout(300)
+            page.screenshot(path=str(artifacts / "lab_learner_first_prompt.png"))
+    hidden = sum(bool(c.metadata.get("jupyter", {}).get("source_hidden")) for c in
+                 nbformat.read(lab["dir"] / f"{name}.ipynb", 4).cells if c.cell_type == "code")
+    assert panel.locator(".jp-CodeCell .jp-InputPlaceholder").count() == hidden >= 2 * len(shown)
+    control = panel.locator(".jp-CodeCell").last
+    control.scroll_into_view_if_needed()
+    page.wait_for_timeout(300)
+    code = panel.evaluate(IN_VIEW_CODE)
+    assert len(code) == 4 and "expect(" in code[-1], code          # setup, imports, 01's widget cell; the control
+    assert not any("expect(" in c or "predict" in c for c in code[:-1]), code
+    # 2. Run All stops at the first prompt, before its experiment, and says so in one line
+    page.click(".lm-MenuBar-itemLabel:text-is('Run')")
+    page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
+    ask = panel.locator(".nl-pr-ask").first
+    ask.wait_for(timeout=60000)
+    panel.locator(".jp-OutputArea-output", has_text=predict_line("WAITING")).wait_for(timeout=30000)
+    experiment = panel.locator(".jp-CodeCell").nth(3)                  # setup, imports, choice, experiment
+    page.wait_for_timeout(1500)
+    # a collapsed cell shows no [*]; the control (in view, last) is queued behind the waiting cell
+    assert panel.locator(".jp-CodeCell").last.locator(".jp-InputPrompt").inner_text().strip() == "[*]:"
+    assert experiment.locator(".jp-OutputArea-output").count() == 0
+    assert experiment.locator(".jp-InputPlaceholder").count() == 1
+    ask.scroll_into_view_if_needed()
+    page.wait_for_timeout(300)
+    page.screenshot(path=str(artifacts / "lab_learner_run_all_waits.png"))
+    # a fold with no guess stays shut; a teacher's reveal (issue 39's event) opens one
+    fold = panel.locator(f"details:not(.nl-discussion):has(> summary > .{P.answer_class('01.depth-std')})")
+    discussion = panel.locator(f"details.nl-discussion:has(> summary > .{P.answer_class('01.depth-std')})")
+    fold.locator("summary").click()
+    assert not fold.evaluate("d => d.open") and not discussion.evaluate("d => d.open")
+    discussion.scroll_into_view_if_needed()
+    assert "几乎为零" not in discussion.inner_text()                     # Run All rendered it: still shut
+    # 3. the pick: saved by the kernel, the run goes on up to the second prompt; the code opens
+    ask.get_by_role("radio", name="(B)").click()
+    panel.locator(".jp-OutputArea-output", has_text=predict_line("RUNNING_ON", choice="B")).wait_for(timeout=30000)
+    experiment.locator(".jp-OutputArea-output img").first.wait_for(timeout=60000)
+    panel.locator(".nl-pr-ask").nth(1).wait_for(timeout=60000)
+    assert page.evaluate("() => window.__guesses") == [{"lesson": "01", "id": "depth-std", "choice": "B"}]
+    assert experiment.locator(".jp-InputPlaceholder").count() == 0
+    assert "expect(" in experiment.locator(".cm-content").inner_text()
+    assert discussion.evaluate("d => d.open") and "几乎为零" in discussion.inner_text()   # opened with the code
+    fold.locator("summary").click()
+    assert fold.evaluate("d => d.open")
+    assert fold.locator(".nl-answer-verdict").get_attribute("data-result") == "right"
+    fold.scroll_into_view_if_needed()
+    page.wait_for_timeout(300)
+    page.screenshot(path=str(artifacts / "lab_learner_fold_verdict.png"))
+    second = panel.locator(".nl-pr-ask").nth(1)
+    second.scroll_into_view_if_needed()
+    page.wait_for_timeout(300)
+    page.screenshot(path=str(artifacts / "lab_learner_after_pick.png"))
+    saved = json.loads((lab["dir"] / "predictions.json").read_text(encoding="utf-8"))["guesses"]
+    assert saved["01.depth-std"]["choice"] == "B"
+    page.evaluate("() => document.dispatchEvent(new CustomEvent('normlab:reveal', {detail: {lesson: '02', id: 'grad-mode'}}))")
+    assert panel.locator(f"details:not(.nl-discussion):has(> summary > .{P.answer_class('02.grad-mode')})").evaluate("d => d.open")
+    # 4. an interrupt at the second prompt: one line, no traceback; nothing after it runs
+    sessions = requests.get(f"{lab['base']}/api/sessions", params={"token": lab["token"]}, timeout=10).json()
+    (kernel,) = [s["kernel"]["id"] for s in sessions if s["path"] == f"{name}.ipynb"]
+    requests.post(f"{lab['base']}/api/kernels/{kernel}/interrupt", params={"token": lab["token"]}, timeout=10)
+    # (JupyterLab draws an error as application/vnd.jupyter.stderr: its traceback's lines, here one)
+    error = panel.locator(".jp-OutputArea-output", has_text=predict_line("INTERRUPTED"))
+    error.wait_for(timeout=30000)
+    assert error.count() == 1 and error.inner_text().strip() == predict_line("INTERRUPTED")
+    assert error.get_attribute("data-mime-type") == "application/vnd.jupyter.stderr"
+    page.wait_for_selector(".jp-StatusBar-TextItem:has-text('| Idle')", timeout=30000)
+    assert panel.locator(".nl-pr-ask").count() == 2                     # the later prompts never ran
+    requests.delete(f"{lab['base']}/api/sessions/{[s['id'] for s in sessions if s['path'] == f'{name}.ipynb'][0]}",
+                    params={"token": lab["token"]}, timeout=10)
+
+
+def predict_line(name: str, **kw) -> str:
+    from normlab.widgets import predict
+
+    return getattr(predict, name).format(**kw)

@@ -1,7 +1,12 @@
 """The course as a package (issue 29): a built wheel carries the lessons and the `normlab-course`
 command; `normlab.course init` writes a learner's workspace from a read-only install without writing
 anywhere else; every exported notebook starts with the same setup cell, which installs the course on a
-host that lacks it and does nothing where it is installed."""
+host that lacks it and does nothing where it is installed.
+
+Learners' copies only (issue 36): the wheel carries no solution block, tagged answer cell or teacher
+note, gives the same learner copies as the full sources, and refuses `init --solutions`. Private by
+default (issue 38): whatever the umask and the home's mode, the workspace, ~/.normlab and its JSON
+files are their owner's only after init, reset, a drill check and a prediction."""
 
 from __future__ import annotations
 
@@ -16,6 +21,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
+from normlab.answer_key import learner_source
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.md"))
@@ -52,8 +59,10 @@ def test_the_wheel_carries_the_lessons_the_glossary_and_the_command(wheel):
         names = set(z.namelist())
         assert {n for n in names if n.startswith("normlab/_course/notebooks/")} == \
             {f"normlab/_course/notebooks/{src.name}" for src in SOURCES}
-        for src in SOURCES:                                         # byte for byte the lessons
-            assert z.read(f"normlab/_course/notebooks/{src.name}") == (built_from / "notebooks" / src.name).read_bytes()
+        for src in SOURCES:                                         # the lessons, answers taken out
+            full = (built_from / "notebooks" / src.name).read_text(encoding="utf-8")
+            assert z.read(f"normlab/_course/notebooks/{src.name}").decode("utf-8") == learner_source(full)
+        assert "normlab/_course/LEARNER-COPIES-ONLY.txt" in names
         assert z.read("normlab/_course/book/glossary.md") == (built_from / "book" / "glossary.md").read_bytes()
         assert "normlab/course.py" in names and any(n.startswith("normlab/records/") for n in names)
         meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
@@ -87,7 +96,7 @@ def installed(wheel, tmp_path_factory):
             f"sys.exit(c.main(['init', {str(ws)!r}]))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=base, env=env, capture_output=True, text=True,
                           encoding="utf-8")
-    yield {"site": site, "home": home, "ws": ws, "proc": proc, "before": before, "after": snapshot(site)}
+    yield {"site": site, "home": home, "ws": ws, "proc": proc, "before": before, "after": snapshot(site), "env": env}
     for p in [site, *site.rglob("*")]:
         if p.is_dir():
             p.chmod(stat.S_IRWXU)
@@ -207,3 +216,121 @@ def test_an_older_triton_than_the_kernel_was_checked_with_is_not_used(monkeypatc
         monkeypatch.setattr(metadata, "version", lambda name: f"{fused.TRITON_MIN[0]}.{fused.TRITON_MIN[1]}.0"
                             if name == "triton" else real(name))
         assert fused.available() is True
+
+
+# ------------------------------------------------------------------------------- learners' copies only
+
+def answer_lines(src: Path) -> list[str]:
+    """The answer key of a full source, read with jupytext (not with normlab.answer_key): every line
+    between the solution markers, every solution-only line, the code of every solution-tagged cell and
+    every teacher note's text -- each line long enough to be telling."""
+    import jupytext
+
+    from normlab import course
+
+    lines = []
+    for cell in jupytext.read(src).cells:
+        inside = False
+        whole = course.is_solution_cell(cell) or course.is_teacher_note(cell)
+        for line in cell.source.split("\n"):
+            s = line.strip()
+            if s in (course.BEGIN, course.MD_BEGIN):
+                inside = True
+            elif s in (course.END, course.MD_END):
+                inside = False
+            elif (whole or inside or s.endswith(course.ONLY)) and len(s) >= 12:
+                lines.append(s)
+    return lines
+
+
+def test_the_wheel_carries_no_answer_and_the_same_learner_copies(wheel):
+    """No line of the answer key is in the wheel unless the learner copy shows it anyway (a common line
+    such as `super().__init__()`); and the wheel's sources give the learner copies the full ones give."""
+    import jupytext
+
+    from normlab import course
+
+    def learner_cells(nb):
+        return [(c.cell_type, c.source) for c in course.versions(course.without_teacher_notes(nb), learner=True).cells]
+
+    keyed = 0
+    with zipfile.ZipFile(wheel) as z:
+        everything = "\n".join(z.read(n).decode("utf-8", "replace") for n in z.namelist() if "_course/" in n)
+        for src in SOURCES:
+            carried = z.read(f"normlab/_course/notebooks/{src.name}").decode("utf-8")
+            carried_lines = {line.strip() for line in carried.split("\n")}
+            full = learner_cells(jupytext.read(src))
+            shown = "\n".join(source for _, source in full)
+            key = answer_lines(src)
+            keyed += len(key)
+            leaked = [line for line in key if line in carried_lines and line not in shown]
+            assert not leaked, (src.name, leaked[:5])
+            assert learner_cells(jupytext.reads(carried, fmt="md:myst")) == full, src.name
+    assert keyed > 100                                   # 01.1's branch, 08's reference LayerNorm, the notes ...
+    assert "return x + self.branch(x)" in (ROOT / "notebooks" / "01_residuals.md").read_text(encoding="utf-8")
+    assert "return x + self.branch(x)" not in everything
+
+
+def test_init_solutions_from_the_wheel_is_refused_and_says_where_they_are(installed):
+    env = installed["env"]
+    target = installed["home"] / "x"
+    proc = subprocess.run([sys.executable, "-c", "import sys, normlab.course as c; sys.exit(c.main(sys.argv[1:]))",
+                           "init", str(target), "--solutions"], env=env, capture_output=True, text=True,
+                          encoding="utf-8", cwd=installed["home"])          # (cwd: not the checkout's normlab)
+    assert proc.returncode == 2 and "--from" in proc.stderr and "no solutions" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and not (target / "solutions").exists()
+
+
+def test_a_teachers_solutions_come_from_the_repository(installed, tmp_path):
+    env = installed["env"]
+    target = tmp_path / "teacher"
+    proc = subprocess.run([sys.executable, "-c", "import sys, normlab.course as c; sys.exit(c.main(sys.argv[1:]))",
+                           "init", str(target), "--solutions", "--from", str(ROOT)], env=env, capture_output=True,
+                          text=True, encoding="utf-8", cwd=installed["home"])
+    assert proc.returncode == 0, proc.stderr
+    text = (target / "solutions" / "01_residuals.ipynb").read_text(encoding="utf-8")
+    assert "return x + self.branch(x)" in text
+
+
+# ------------------------------------------------------------------------------- private by default
+
+def modes(folder: Path) -> dict[str, int]:
+    return {str(p.relative_to(folder)): stat.S_IMODE(p.stat().st_mode) for p in [folder, *folder.rglob("*")]}
+
+
+def run_as_learner(args: list[str], home: Path, cwd: Path, umask: int = 0o000) -> subprocess.CompletedProcess:
+    """`python ARGS` as a learner whose umask lets everything through (0000) and whose home is 0755."""
+    env = dict(os.environ, HOME=str(home), USERPROFILE=str(home), PYTHONPATH=str(ROOT), PYTHONUTF8="1")
+    for name in ("NORMLAB_DRILLS_FILE", "NORMLAB_PREDICTIONS"):
+        env.pop(name, None)
+    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          encoding="utf-8", preexec_fn=lambda: os.umask(umask), timeout=300)
+
+
+@pytest.mark.skipif(os.name == "nt", reason="POSIX file modes (a Windows home is private by its ACL)")
+def test_the_course_writes_a_learners_files_for_their_eyes_only(tmp_path):
+    home = tmp_path / "张三 的家"
+    home.mkdir(mode=0o755)
+    home.chmod(0o755)
+    (home / ".normlab").mkdir(mode=0o755)            # left by an older course version: tightened too
+    (home / ".normlab").chmod(0o755)
+    ws = home / "normlab-course"
+    out = run_as_learner(["-m", "normlab.course", "init", str(ws)], home, tmp_path)
+    assert out.returncode == 0, out.stderr
+    answer = ws / "my_layernorm.py"
+    answer.write_text("import torch\nfrom torch import nn\nLayerNorm = nn.LayerNorm\n", encoding="utf-8")
+    out = run_as_learner(["-m", "normlab.drills", "layernorm", str(answer)], home, ws)
+    assert out.returncode == 0, out.stdout + out.stderr
+    out = run_as_learner(["-c", "from normlab import predictions as p; e = p.entries('01')[0]; "
+                          "p.save_guess('01', e['id'], e['keys'][0])"], home, ws)
+    assert out.returncode == 0, out.stderr
+    out = run_as_learner(["-m", "normlab.course", "reset", "03", str(ws)], home, tmp_path)
+    assert out.returncode == 0, out.stderr
+    written = {**{f"ws/{k}": v for k, v in modes(ws).items() if k != "my_layernorm.py"},
+               **{f".normlab/{k}": v for k, v in modes(home / ".normlab").items()}}
+    assert {".normlab/drills.json", ".normlab/predictions.json", "ws/03_layernorm.ipynb"} <= set(written)
+    assert any(k.startswith("ws/.backup/") for k in written)
+    open_to_others = {k: oct(v) for k, v in written.items() if v & 0o077}
+    assert not open_to_others, open_to_others
+    assert written["ws/."] == written[".normlab/."] == 0o700
+    assert written["ws/00_course_map.ipynb"] == written[".normlab/drills.json"] == 0o600

@@ -201,6 +201,20 @@ def test_a8_deepnorm_ln_is_plain_and_gradient_scales_with_beta_over_alpha():
         scaled = [gr / ratio for pair in grads for gr in pair]
         assert len(scaled) == 2 * N and max(scaled) / min(scaled) < 1.4
     assert u6 < doc_a.deepnorm_probe(6, "post")[1] / 3
+    # the one-step update moves the sublayers only (DeepNet's theta): a copy of the same stack whose
+    # LayerNorms are frozen by hand gives the same ||dF||
+    frozen = build_stack(6, width=32, wiring="deepnorm", sublayer="mlp", seed=0)
+    g0 = torch.Generator().manual_seed(300)
+    xf, tf = torch.randn(64, 32, generator=g0), torch.randn(64, 32, generator=g0)
+    with torch.no_grad():
+        y0 = frozen(xf)
+    for n, p in frozen.named_parameters():
+        p.requires_grad_(".sublayer." in n)
+    opt = torch.optim.Adam([p for p in frozen.parameters() if p.requires_grad], lr=1e-3)
+    F.mse_loss(frozen(xf), tf).backward()
+    opt.step()
+    with torch.no_grad():
+        assert ((frozen(xf) - y0).norm() / 8).item() == pytest.approx(u6, rel=1e-5)
     # the probe's gradients equal ones computed here with autograd on the same stack
     stack = build_stack(6, width=32, wiring="deepnorm", sublayer="mlp", seed=0)
     gen = torch.Generator().manual_seed(300)

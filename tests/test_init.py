@@ -90,33 +90,39 @@ def test_init_weights_leaves_non_linear_modules_alone():
 
 
 def test_torchscale_init_matches_its_code_read_by_hand():
-    """torchscale (architecture/encoder.py, component/*.py) against bounds computed here: nn.Linear's
-    documented default U(+-1/sqrt(fan_in)) for fc1/fc2 (and every bias but out_proj's), Glorot's
-    uniform bound gain * sqrt(6 / (fan_in + fan_out)) for q/k/v (gain 1/sqrt 2) and out_proj, then
-    weights AND biases of fc1, fc2, v_proj, out_proj divided by the init scale."""
+    """torchscale (@4d1e0e82: architecture/encoder.py, component/*.py) against bounds computed here.
+    MultiheadAttention.reset_parameters is never called on torchscale's path, so every Linear keeps
+    nn.Linear's documented default U(+-1/sqrt(fan_in)) (weights and biases); then weights AND biases of
+    fc1, fc2, v_proj, out_proj are divided by the init scale."""
     d, scale = 256, (8 * 12) ** 0.25
     model = nn.ModuleDict({"q_proj": nn.Linear(d, d), "k_proj": nn.Linear(d, d), "v_proj": nn.Linear(d, d),
                            "out_proj": nn.Linear(d, d), "fc1": nn.Linear(d, 4 * d), "fc2": nn.Linear(4 * d, d)})
     init.torchscale_init_(model, scale, seed=3)
     for name, lin in model.items():
         div = scale if name in ("v_proj", "out_proj", "fc1", "fc2") else 1.0
-        fan_in, fan_out = lin.in_features, lin.out_features
-        if name in ("fc1", "fc2"):
-            bound = 1 / math.sqrt(fan_in)                                   # torch.nn.Linear's documented init
-        else:
-            gain = 1.0 if name == "out_proj" else 1 / math.sqrt(2)
-            bound = gain * math.sqrt(6 / (fan_in + fan_out))                # Glorot & Bengio 2010, uniform
-        w = lin.weight * div                                                # undo the division
+        bound = 1 / math.sqrt(lin.in_features)                              # torch.nn.Linear's documented init
+        w, b = lin.weight * div, lin.bias * div                             # undo the division
         assert w.abs().max().item() <= bound * (1 + 1e-6), name
         assert w.std().item() == pytest.approx(bound / math.sqrt(3), rel=0.03), name   # uniform: std = bound/sqrt 3
-        b = lin.bias * div
-        if name == "out_proj":
-            assert torch.count_nonzero(lin.bias) == 0
-        else:                                                               # the default bias, divided too
-            assert b.abs().max().item() <= 1 / math.sqrt(fan_in) * (1 + 1e-6) and b.abs().max().item() > 0.8 / math.sqrt(fan_in), name
-    # with a 4x FFN, fc2's std is sqrt(5/24) ~ 0.456 of Figure 2's xavier_normal_(gain=beta) value
-    fig2 = (1 / scale) * math.sqrt(2 / (4 * d + d))
-    assert model["fc2"].weight.std().item() / fig2 == pytest.approx(math.sqrt(5 / 24), rel=0.03)
+        assert b.abs().max().item() <= bound * (1 + 1e-6) and b.abs().max().item() > 0.8 * bound, name
+    # against Figure 2's xavier_normal_(gain=beta) std beta*sqrt(2/(fan_in+fan_out)): out_proj and v_proj
+    # are 1/sqrt 3 of it, fc1 sqrt(5/6), fc2 sqrt(5/24) (4x FFN)
+    fig2 = lambda lin: (1 / scale) * math.sqrt(2 / (lin.in_features + lin.out_features))
+    for name, want in [("out_proj", 1 / math.sqrt(3)), ("v_proj", 1 / math.sqrt(3)), ("fc1", math.sqrt(5 / 6)),
+                       ("fc2", math.sqrt(5 / 24))]:
+        assert model[name].weight.std().item() / fig2(model[name]) == pytest.approx(want, rel=0.03), name
+
+
+def test_torchscale_bert_init_is_normal_002_then_divided():
+    """args.bert_init: utils.init_bert_params gives every Linear weight N(0, 0.02) and bias 0 before the
+    DeepNorm division."""
+    d, scale = 256, 3.0
+    model = nn.ModuleDict({"q_proj": nn.Linear(d, d), "out_proj": nn.Linear(d, d), "fc1": nn.Linear(d, 4 * d)})
+    init.torchscale_init_(model, scale, seed=1, bert_init=True)
+    assert model["q_proj"].weight.std().item() == pytest.approx(0.02, rel=0.03)
+    for name in ("out_proj", "fc1"):
+        assert model[name].weight.std().item() == pytest.approx(0.02 / scale, rel=0.03), name
+    assert all(torch.count_nonzero(lin.bias) == 0 for lin in model.values())
 
 
 def test_torchscale_init_keeps_the_callers_random_stream_and_rejects_a_bad_scale():

@@ -167,3 +167,28 @@ def test_exercise_ids_are_registered(lesson):
     assert named <= set(exercises.REGISTRY), f"lesson {lesson}: unknown exercise ids {sorted(named - set(exercises.REGISTRY))}"
     assert {i[:2] for i in named} <= {lesson}, f"lesson {lesson} names another lesson's exercises: {sorted(named)}"
     assert registered <= named, f"lesson {lesson}: the homework should list {sorted(registered - named)}"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_recorded_numbers_in_the_guide_hold_on_the_lessons_record(lesson):
+    """A number the guide quotes with a ``<!--rec KEY FORM-->`` marker holds for every recorded run of
+    that lesson's record (the check the notebooks' prose gets in tests/test_record.py), and the prose
+    before an X..Y marker quotes X and Y."""
+    from test_record import MARKER, load_record, markers_problems
+
+    text = lesson_sections(GUIDE.read_text(encoding="utf-8"))[lesson]
+    markers = [(m.group(1), m.group(2), text[max(0, m.start() - 40): m.start()]) for m in MARKER.finditer(text)]
+    if not markers:
+        pytest.skip("no <!--rec--> marker in this section")
+    rec = load_record(notebook(lesson).stem)
+    assert rec is not None, f"{lesson}: the guide quotes recorded numbers but the lesson has no record"
+    problems = markers_problems(rec, markers)
+    assert not problems, f"instructor.md, lesson {lesson}:\n" + "\n".join(problems)
+
+
+def test_a_guide_number_that_drifted_from_the_record_fails():
+    from test_record import load_record, marker_problem, values_of
+
+    vals = values_of(load_record("02_batchnorm"), "ics.noisy/bn_drift")
+    assert marker_problem("324..358", vals) is None
+    assert marker_problem("1900..2100", vals) is not None          # "两千倍", the number the guide had

@@ -7,7 +7,11 @@
   right option's words appear in the lesson's answer (read from the sources, not from the data);
 * the exported notebooks (normlab.course.export: solution and learner copies) have a choice cell right
   after each prompt's cell and the summary as the last cell, and those cells run: a pick is saved to
-  the file (and only a pick: drawing a widget writes nothing), the summary scores it against the data.
+  the file (and only a pick: drawing a widget writes nothing), the summary scores it against the data;
+* issue 36: no text a learner reads before the answer holds one of the prompt's ``reveals``; the
+  learner copy keeps the experiment's code collapsed until the guess; in a real kernel the learner
+  copy's choice cell waits for the pick (Run All stops there) and runs on after it, an interrupt ends
+  the wait with one line, and a runner's NORMLAB_PREDICT_WAIT=0 never waits.
 """
 
 from __future__ import annotations
@@ -138,7 +142,8 @@ def test_export_puts_a_choice_after_each_prompt_and_a_summary_last(exported):
                    if any(t.startswith(e["starts"]) for t in P.prompt_texts(cells[i].source))]
             nxt = cells[i + 1]
             assert nxt.cell_type == "code" and P.PREDICT_TAG in nxt.metadata.get("tags", []), (f.name, i)
-            assert nxt.source == P.ask_source(lesson, ids[0]), (f.name, nxt.source)
+            form = P.learner_ask_source if is_learner_copy(f) else P.ask_source     # the learner copy waits
+            assert nxt.source == form(lesson, ids[0]), (f.name, nxt.source)
         asks = [c for c in cells if P.PREDICT_TAG in c.metadata.get("tags", [])]
         assert len(asks) == len(P.entries(lesson)), f.name
         assert cells[-1].source == P.summary_source(lesson) and P.SUMMARY_TAG in cells[-1].metadata["tags"]
@@ -178,6 +183,8 @@ def test_each_answer_fold_is_tied_to_its_own_prompt(exported):
         for i, c in enumerate(cells):
             if c.cell_type != "markdown":
                 continue
+            if DISCUSSION.match(c.source):                       # a learner copy's discussion: its text alone
+                c = nbformat.from_dict({**c, "source": DISCUSSION.match(c.source).group(2)})
             assert c.source.count("<details") == len(FOLD.findall(c.source)), (f.name, i)
             for summary, cls, body in FOLD.findall(c.source):
                 if cls:
@@ -215,7 +222,7 @@ def test_slides_lay_out_the_marked_answers_as_before(exported):
     import slide_layout
 
     for f in sorted(exported.glob("0[1-9]_*[a-z].ipynb")):
-        if f.stem.endswith("_learner"):
+        if is_learner_copy(f):                 # the slides are made from the solution copies
             continue
         tagged = nbformat.read(f, as_version=4)
         plain = copy.deepcopy(tagged)
@@ -472,3 +479,243 @@ def test_choice_in_the_built_book_and_slides(browser, predict_site, artifacts, w
         page.screenshot(path=str(artifacts / "predict_book_opened.png"))
     page.close()
     assert not problems, problems
+
+
+# --- nothing a learner reads before the answer gives it away (issue 36 item 4) -------------------------
+
+def reading_order(src: Path) -> list[tuple[str, str]]:
+    """The lesson as a learner reads it, cell by cell: ("md", markdown without its invisible HTML
+    comments) or ("code", the code cell's comments, the prose a code cell holds). Speaker notes,
+    which learners never get, are left out. Read with jupytext, not normlab."""
+    import jupytext
+
+    out = []
+    for c in jupytext.read(src).cells:
+        if c.get("metadata", {}).get("slideshow", {}).get("slide_type") == "notes":
+            continue
+        if c.cell_type == "markdown":
+            out.append(("md", re.sub(r"<!--.*?-->", "", c.source, flags=re.S)))
+        elif c.cell_type == "code":
+            out.append(("code", "\n".join(re.findall(r"#.*$", c.source, re.M))))
+    return out
+
+
+def before_and_until_answer(src: Path) -> list[tuple[str, str, str, str]]:
+    """(prompt, the section's text before it, the text from it up to its answer fold, the fold) per
+    prompt: the section starts at the last markdown heading before the prompt."""
+    blocks = reading_order(src)
+    flat, heads = "", []
+    for kind, text in blocks:
+        if kind == "md":
+            heads += [len(flat) + m.start() for m in re.finditer(r"^#{1,6} ", text, re.M)]
+        flat += text + "\n\n"
+    out = []
+    for m in re.finditer(r"^\*\*先想一想\*\*.*$", flat, re.M):
+        start = max([h for h in heads if h < m.start()], default=0)
+        fold = flat.find("<details><summary>答案", m.start())
+        end = flat.find("</details>", fold)
+        out.append((m.group(0), flat[start:m.start()], flat[m.start():fold], flat[fold:end]))
+    return out
+
+
+REGIONS = [(src.name[:2], *r) for src in LESSONS for r in before_and_until_answer(src)]
+
+
+@pytest.mark.parametrize("lesson,prompt,before,until,fold", REGIONS,
+                         ids=[f"{r[0]}-{i}" for i, r in enumerate(REGIONS)])
+def test_no_sentence_before_the_answer_gives_it_away(lesson, prompt, before, until, fold):
+    """Neither the section's text before a prompt nor the text from the prompt to its answer fold (its
+    experiment's code comments included: the learner copy opens that code only after the guess, the
+    solution copy and the slides show it) holds one of the prompt's ``reveals``; and the phrases are
+    the answer's: at least one of them is in the lesson's own answer fold (else the check is empty)."""
+    text = re.sub(r"^（[^）]*）", "", prompt.removeprefix("**先想一想**").strip()).lstrip("：").strip()
+    (e,) = [e for e in P.entries(lesson) if text.startswith(e["starts"])]
+    assert any(r in fold for r in e["reveals"]), (e["id"], "none of its reveals is in its answer", fold[:120])
+    for where, region in (("before the prompt", before), ("between the prompt and its answer", until)):
+        found = [r for r in e["reveals"] if r in region]
+        assert not found, f"{lesson}.{e['id']}: {where}: {found} in …{region[max(0, region.find(found[0]) - 80):][:200]}…"
+
+
+# --- the learner copy: a question before it is code (issue 36 items 1-3) --------------------------------
+
+def is_learner_copy(f: Path) -> bool:
+    """NAME_learner.ipynb, or the one copy of a lesson without answers (no NAME_learner beside it)."""
+    return f.stem.endswith("_learner") or not f.with_name(f"{f.stem}_learner.ipynb").exists()
+
+
+def test_learner_copy_hides_the_experiment_until_the_guess(exported):
+    """In every learner copy each choice cell waits for the guess (``await``), shows only its first line
+    (a sentence, not code) and a saved list of every option; every code cell between it and its answer
+    fold is collapsed and starts with the line the front-end looks for, so no ``expect`` line and no
+    comment under a prompt is in view before the guess. The solution copies keep today's layout."""
+    import nbformat
+
+    learner = [f for f in sorted(exported.glob("*.ipynb")) if is_learner_copy(f)]
+    assert len(learner) >= 9
+    collapsed = 0
+    for f in sorted(exported.glob("*.ipynb")):
+        cells = nbformat.read(f, as_version=4).cells
+        hidden = [c.metadata.get("jupyter", {}).get("source_hidden", False) for c in cells]
+        if f not in learner:
+            assert not any(hidden) and not any("await predict.ask" in c.source for c in cells), f.name
+            continue
+        pending = None
+        for c, h in zip(cells, hidden):
+            if P.PREDICT_TAG in c.metadata.get("tags", []):
+                lesson, pid = re.search(r'await predict\.ask\("(\d+)", "([^"]+)"\)', c.source).groups()
+                e = P.entry(lesson, pid)
+                assert h and c.source.split("\n")[0] == P.ASK_LINE and c.source.split("\n")[0].startswith("# "), f.name
+                (out,) = c.outputs
+                assert all(f"({k})** {t}" in out["data"]["text/markdown"] for k, t in zip(e["keys"], e["options"]))
+                pending = P.answer_class(f"{lesson}.{pid}")
+            elif pending and c.cell_type == "markdown" and pending in c.source:
+                pending = None
+            elif pending and c.cell_type == "code":
+                assert h and c.source.startswith(P.HIDDEN_LINE + "\n"), (f.name, c.source[:80])
+                collapsed += 1
+        assert not pending, f.name
+    assert collapsed >= 30
+
+
+DISCUSSION = re.compile(r'^<details class="nl-discussion"><summary>[^<]*<span class="nl-answer-for (nl-answer-for-[^ "]+) '
+                        r'nl-discussion"></span></summary>\n\n(.*)\n\n</details>$', re.S)
+
+
+def test_the_discussion_after_a_fold_waits_for_the_guess_too(exported):
+    """The paragraph right after an answer fold (01 §1: "…32 层之后几乎为零…（上面的 58–105 倍）") is, in the
+    learner copy, a fold locked like the answer (a collapsed cell would not do: JupyterLab's Run All
+    renders and opens every markdown cell), when it is a cell of its own that only discusses the
+    result; its text is the source's, unchanged; never a section's heading."""
+    import nbformat
+
+    src = (ROOT / "notebooks" / "01_residuals.md").read_text(encoding="utf-8")
+    cells = nbformat.read(exported / "01_residuals_learner.ipynb", as_version=4).cells
+    fold = next(i for i, c in enumerate(cells) if P.answer_class("01.depth-std") in c.source
+                and "nl-discussion" not in c.source)
+    m = DISCUSSION.match(cells[fold + 1].source)
+    assert m and m.group(1) == P.answer_class("01.depth-std") and "几乎为零" in m.group(2)
+    assert m.group(2) in src
+    solution = nbformat.read(exported / "01_residuals.ipynb", as_version=4).cells
+    assert not any("nl-discussion" in c.source for c in solution)
+    wrapped = 0
+    for f in exported.glob("*.ipynb"):
+        for c in nbformat.read(f, as_version=4).cells:
+            if "nl-discussion" in c.source:
+                m = DISCUSSION.match(c.source)
+                assert m and not re.search(r"^#{1,6} ", m.group(2), re.M) and "**先想一想**" not in m.group(2), f.name
+                wrapped += 1
+    assert wrapped >= 20
+
+
+def test_summary_shows_an_answer_only_for_a_guessed_prompt(tmp_path, monkeypatch):
+    monkeypatch.setenv("NORMLAB_PREDICTIONS", str(tmp_path / "p.json"))
+    from normlab.widgets import predict
+
+    P.save_guess("06", "warmup", "A")                         # wrong: the answer is (B)
+    rows = {r["id"]: r for r in P.score("06", P.load_guesses())}
+    assert rows["warmup"]["answer"] == "B" and rows["pre-ln-stream"]["answer"] == ""
+    caption = predict.summary("06").caption()
+    assert "warmup: 你的预测 A，答案 B，错 wrong" in caption
+    for e in P.entries("06"):
+        if e["id"] != "warmup":
+            assert f"{e['id']}: 没有预测 (no guess)" in caption and f"{e['id']}: 你的预测" not in caption
+
+
+@pytest.fixture
+def kernel(tmp_path):
+    """A real ipykernel (the learner's JupyterLab runs one) with the guesses in tmp_path, started without
+    NORMLAB_PREDICT_WAIT (as a learner's): yields (manager, client, store)."""
+    import os
+
+    from jupyter_client.manager import KernelManager
+
+    store = tmp_path / "predictions.json"
+    env = {k: v for k, v in os.environ.items() if k != P.WAIT_ENV}
+    env.update(NORMLAB_PREDICTIONS=str(store), PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]))
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(env=env)
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=60)
+        yield km, kc, store
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def until(kc, want, timeout: float = 30.0) -> list[dict]:
+    """iopub messages until ``want(msg)``; all of them (a timeout fails)."""
+    import queue
+    import time
+
+    seen, t0 = [], time.time()
+    while time.time() - t0 < timeout:
+        try:
+            msg = kc.get_iopub_msg(timeout=0.2)
+        except queue.Empty:
+            continue
+        seen.append(msg)
+        if want(msg):
+            return seen
+    raise AssertionError(f"not seen within {timeout} s: {[m['msg_type'] for m in seen]}")
+
+
+def text_of(msg) -> str:
+    c = msg["content"]
+    return c.get("text", "") or c.get("data", {}).get("text/plain", "") or "\n".join(c.get("traceback", []))
+
+
+def reply(kc, msg_id: str, timeout: float) -> dict | None:
+    import queue
+    import time
+
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        try:
+            r = kc.get_shell_msg(timeout=0.1)
+        except queue.Empty:
+            continue
+        if r["parent_header"].get("msg_id") == msg_id:
+            return r
+    return None
+
+
+def test_learner_choice_cell_waits_for_the_pick_and_runs_on(kernel):
+    """Run All in a real kernel: the learner copy's choice cell draws the widget and one line and keeps
+    running; the next cell waits behind it; the front-end's pick (the comm message anywidget sends)
+    reaches the kernel meanwhile, is saved, and the run goes on. Re-run with the guess saved, it does
+    not wait. An interrupt ends a wait with one line and stops the run; NORMLAB_PREDICT_WAIT=0 (the
+    runners) never waits. (~2 s of CPU: one kernel.)"""
+    from normlab.widgets import predict
+
+    km, kc, store = kernel
+    ask = kc.execute(P.learner_ask_source("01", "depth-std"))
+    after = kc.execute("print('the experiment ran')")
+    seen = until(kc, lambda m: m["msg_type"] == "display_data" and predict.WAITING in text_of(m))
+    (comm,) = [m["content"]["comm_id"] for m in seen if m["msg_type"] == "comm_open"
+               and m["content"]["data"].get("state", {}).get("spec", {}).get("key") == "01.depth-std"]
+    assert reply(kc, ask, 1.0) is None and not store.exists()          # still waiting, the next cell too
+    assert not any("the experiment ran" in text_of(m) for m in seen)
+    kc.shell_channel.send(kc.session.msg("comm_msg", {"comm_id": comm, "data": {
+        "method": "update", "state": {"controls": {"choice": "B"}}, "buffer_paths": []}}))
+    seen = until(kc, lambda m: "the experiment ran" in text_of(m))
+    assert any(predict.RUNNING_ON.format(choice="B") in text_of(m) for m in seen if m["msg_type"] == "update_display_data")
+    assert reply(kc, ask, 10)["content"]["status"] == "ok"
+    assert json.loads(store.read_text(encoding="utf-8"))["guesses"]["01.depth-std"]["choice"] == "B"
+    again = kc.execute(P.learner_ask_source("01", "depth-std"))            # answered: no wait
+    assert reply(kc, again, 10)["content"]["status"] == "ok"
+    # an interrupt while waiting: one line, no traceback; the queued cell does not run
+    ask = kc.execute(P.learner_ask_source("01", "typical-gain"))
+    after = kc.execute("print('must not run')")
+    until(kc, lambda m: m["msg_type"] == "display_data" and predict.WAITING in text_of(m))
+    km.interrupt_kernel()
+    r = reply(kc, ask, 10)
+    assert r["content"]["status"] == "error" and r["content"]["ename"] == "PredictionPending"
+    seen = until(kc, lambda m: m["msg_type"] == "error")
+    assert seen[-1]["content"]["traceback"] == [predict.INTERRUPTED]
+    assert reply(kc, after, 10)["content"]["status"] == "aborted"
+    # a runner's setting: draws the widget, waits for nothing, saves nothing
+    done = kc.execute(f"import os; os.environ['{P.WAIT_ENV}'] = '0'\n" + P.learner_ask_source("01", "lesion"))
+    assert reply(kc, done, 10)["content"]["status"] == "ok"
+    assert set(json.loads(store.read_text(encoding="utf-8"))["guesses"]) == {"01.depth-std"}

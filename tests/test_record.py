@@ -143,6 +143,13 @@ def test_prose_numbers_match_record(src):
         pytest.skip("no <!--rec--> marker in this notebook")
     rec = load_record(src.stem)
     assert rec is not None, f"{src.stem}: prose markers but no record"
+    problems = markers_problems(rec, markers)
+    assert not problems, f"{src.stem}:\n" + "\n".join(problems)
+
+
+def markers_problems(rec: dict, markers: list[tuple[str, str, str]]) -> list[str]:
+    """Each (key, form, the text before the marker) against every recorded run of ``rec``; an X..Y
+    marker's range must also be quoted in the text before it. (tests/test_instructor.py uses it too.)"""
     problems = []
     for key, form, before in markers:
         vals = values_of(rec, key)
@@ -155,7 +162,7 @@ def test_prose_numbers_match_record(src):
         a, sep, b = form.partition("..")
         if sep and not (a in before and b in before):
             problems.append(f"{key}: the prose before the marker should quote the range {a}–{b}")
-    assert not problems, f"{src.stem}:\n" + "\n".join(problems)
+    return problems
 
 def causal_problems(rec: dict) -> list[str]:
     """Every causal check (a claim with because=) has a counterfactual "<key>.without" in every run,

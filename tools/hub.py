@@ -1,6 +1,8 @@
 """A real JupyterHub on 127.0.0.1 for the course's tests and its class-size measurement (issue 29).
 
-    python3 tools/hub.py sizing --learners 1 2 4     # lesson 01 Run All by K learners at once -> a table
+    python3 tools/hub.py sizing --learners 1 2 4     # lesson 01 Run All by K learners at once
+    python3 tools/hub.py idle --learners 3           # the memory of an idle learner's server
+    (both update the "measured" part of deploy/sizing.json; class_sizes() turns it into machines)
 
 Configuration at the top, one class that starts and stops the hub, and the three things a test does
 with it: start a learner's server, log a learner in (cookie) or give them a token, and run code in a
@@ -116,11 +118,16 @@ class Hub:
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
         self.log_path = self.state / "hub.log"
-        (self.state / "jupyterhub_config.py").write_text(CONFIG.format(
+        self.proxy_token = secrets.token_hex(16)
+        self.env: dict[str, str] = {}                   # more environment for the hub (a subclass's)
+        (self.state / "jupyterhub_config.py").write_text(self.config(), encoding="utf-8")
+
+    def config(self) -> str:
+        """The hub's jupyterhub_config.py (tests/test_hub_accounts.py's hub writes its own)."""
+        return CONFIG.format(
             port=self.port, hub_port=self.hub_port, proxy_api_port=self.proxy_api_port, state=self.state,
             bin=VENV_BIN, python=sys.executable, password=PASSWORD, homes=self.homes, workspace=WORKSPACE,
-            kernel_env=KERNEL_ENV, proxy_token=secrets.token_hex(16), service_token=self.service_token),
-            encoding="utf-8")
+            kernel_env=KERNEL_ENV, proxy_token=self.proxy_token, service_token=self.service_token)
 
     # ------------------------------------------------------------------------------- lifecycle
     def start(self) -> "Hub":
@@ -129,7 +136,7 @@ class Hub:
         # migrations (alembic) rebuild the venv's path through the locale's encoding, and a venv in a folder
         # named in Chinese becomes mojibake ("Path doesn't exist: .../瀛︿範 璇剧▼/..."): the hub exits.
         env.update(PYTHONUTF8="1", LC_ALL="C.UTF-8", LANG="C.UTF-8",
-                   PATH=f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}")
+                   PATH=f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}", **self.env)
         log = open(self.log_path, "a", encoding="utf-8")
         self.proc = subprocess.Popen([str(VENV_BIN / "jupyterhub"), "-f", str(self.state / "jupyterhub_config.py")],
                                      cwd=self.state, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -264,8 +271,15 @@ class Hub:
         r = requests.post(f"{base}/kernels", json={"name": "python3"}, headers=headers, timeout=60)
         assert r.status_code in (200, 201), (r.status_code, r.text[:300])
         kernel = r.json()["id"]
-        ws = websocket.create_connection(f"ws://127.0.0.1:{self.port}/user/{name}/api/kernels/{kernel}/channels",
-                                         header=[f"Authorization: token {token}"], timeout=timeout)
+        for attempt in range(3):        # a busy machine: the proxy may time out the handshake (599)
+            try:
+                ws = websocket.create_connection(
+                    f"ws://127.0.0.1:{self.port}/user/{name}/api/kernels/{kernel}/channels",
+                    header=[f"Authorization: token {token}"], timeout=timeout)
+                break
+            except websocket.WebSocketBadStatusException as err:
+                if attempt == 2 or getattr(err, "status_code", None) != 599:
+                    raise
         out, error, session, t0 = [], None, uuid.uuid4().hex, time.time()
         try:
             for code in cells:
@@ -316,6 +330,54 @@ def lesson_cells(home: Path, notebook: str) -> list[str]:
     return cells
 
 
+def server_rss_mb(state_dir: Path) -> list[float]:
+    """Resident memory of each learner's server (jupyterhub-singleuser, its kernels not counted): the
+    processes whose working directory is under state_dir (Linux /proc)."""
+    root, out = str(Path(state_dir).resolve()), []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+            if "singleuser" in cmd and "ipykernel" not in cmd and os.readlink(proc / "cwd").startswith(root):
+                rss = next(line for line in (proc / "status").read_text().splitlines() if line.startswith("VmRSS"))
+                out.append(round(int(rss.split()[1]) / 1024, 1))
+        except (OSError, StopIteration, ValueError):
+            pass
+    return sorted(out)
+
+
+def idle_servers(n: int, state_dir: Path, settle: float = 10.0) -> list[float]:
+    """n learners' servers started and left idle for `settle` seconds: each one's resident memory (MB)."""
+    with Hub(state_dir) as hub:
+        names = [f"learner{i}" for i in range(n)]
+        for name in names:
+            hub.add_learner(name)
+            hub.start_server(name)
+        time.sleep(settle)
+        return server_rss_mb(state_dir)
+
+
+SIZES, MODES = (20, 40, 100), ("lockstep", "self-paced")
+
+
+def class_sizes(sizing: dict) -> list[dict]:
+    """The machine a class needs, from deploy/sizing.json: for 20, 40 and 100 learners, lockstep (everybody
+    runs the same cell at once) and self-paced (rule["self_paced_computing_share"] of them at once).
+    Cores: the learners computing at once, rule["learners_per_core"] to a core (the measured K / C slope),
+    plus the system's; memory: each learner's guarantee (one server + one lesson kernel, measured) plus
+    the system's."""
+    import math
+
+    rule, rows = sizing["rule"], []
+    per_learner_gb = float(rule["memory_guarantee"].rstrip("M")) / 1000
+    for n in SIZES:
+        for mode in MODES:
+            computing = n if mode == "lockstep" else math.ceil(n * rule["self_paced_computing_share"])
+            cores = math.ceil(computing / rule["learners_per_core"]) + rule["system_cores"]
+            rows.append({"learners": n, "mode": mode, "cores": cores,
+                         "memory_gb": math.ceil(n * per_learner_gb + rule["system_gb"])})
+    return rows
+
+
 def sizing(learners: list[int], state_dir: Path, notebook: str = "01_residuals.ipynb") -> list[dict]:
     """K learners run `notebook` at the same moment, each in their own kernel on the hub: wall time per
     learner and each kernel's peak resident memory."""
@@ -351,17 +413,28 @@ def main(argv: list[str]) -> int:
     s = sub.add_parser("sizing", help="K learners run lesson 01 at once")
     s.add_argument("--learners", type=int, nargs="+", default=[1, 2, 4])
     s.add_argument("--notebook", default="01_residuals.ipynb")
-    s.add_argument("--out", default=str(ROOT / "build" / "hub_sizing.json"))
+    i = sub.add_parser("idle", help="the resident memory of N idle learners' servers")
+    i.add_argument("--learners", type=int, default=3)
+    for p in (s, i):
+        p.add_argument("--out", default=str(ROOT / "deploy" / "sizing.json"),
+                       help="the sizing file whose 'measured' part is updated (its 'rule' is kept)")
     args = ap.parse_args(argv)
     why = available()
     if why:
         print(why)
         return 2
+    out = Path(args.out)
+    data = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {"measured": {}, "rule": {}}
+    data["measured"]["cpu_count"] = os.cpu_count()
     with tempfile.TemporaryDirectory(prefix="normlab-hub-") as tmp:
-        rows = sizing(args.learners, Path(tmp), args.notebook)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"cpu_count": os.cpu_count(), "rows": rows}, indent=1), encoding="utf-8")
-    print(f"written {args.out}")
+        if args.cmd == "sizing":
+            data["measured"]["rows"] = sizing(args.learners, Path(tmp), args.notebook)
+        else:
+            data["measured"]["server_idle_mb"] = idle_servers(args.learners, Path(tmp))
+            print(f"idle servers: {data['measured']['server_idle_mb']} MB")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"written {out}")
     return 0
 
 

@@ -72,7 +72,7 @@ def run_one(src: Path, seed: int, threads: int, timeout: int) -> dict:
         rec.touch()
         # OMP_WAIT_POLICY=PASSIVE: idle OpenMP threads sleep instead of spinning, so a run is not slowed
         # many times over when other work shares the cores (it changes no result, only the waiting).
-        env = dict(os.environ, NORMLAB_DRILLS_FILE="off", NORMLAB_SEED=str(seed), NORMLAB_RECORD=str(rec), OMP_NUM_THREADS=str(threads),
+        env = dict(os.environ, NORMLAB_DRILLS_FILE="off", NORMLAB_PREDICT_WAIT="0", NORMLAB_SEED=str(seed), NORMLAB_RECORD=str(rec), OMP_NUM_THREADS=str(threads),
                    MKL_NUM_THREADS=str(threads), OMP_WAIT_POLICY="PASSIVE", MPLBACKEND="Agg", PYTHONHASHSEED="0")
         t0 = time.time()
         proc = subprocess.run([sys.executable, __file__, "_one", str(src), str(timeout)], env=env, cwd=ROOT,

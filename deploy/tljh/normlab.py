@@ -1,22 +1,36 @@
-# The Littlest JupyterHub (TLJH): drop this file into /opt/tljh/config/jupyterhub_config.d/ and run
-#     sudo tljh-config reload
-# Each learner is a real OS account (jupyter-<name>) that TLJH creates: that is what keeps learners
-# from reading each other's files. NOT RUN HERE (no systemd on the course's machines); its command
-# line is tested by tests/test_deploy.py with the course's own venv in place of /opt/tljh/user.
+# The Littlest JupyterHub (TLJH): the course's part of the hub's configuration. deploy/tljh/install.sh
+# copies it into /opt/tljh/config/jupyterhub_config.d/ and runs `tljh-config reload`.
+# Each learner is a real OS account (jupyter-<name>) that TLJH creates; on top of that the course keeps
+# every file it writes owner-only (0700 folders, 0600 files), whatever the home's mode.
+# Tested for real by tests/test_hub_accounts.py: this very file, loaded by a JupyterHub with the real
+# LocalProcessSpawner and three OS accounts (TLJH's own SystemdSpawner needs systemd, which the course's
+# machines lack); the only difference there is NORMLAB_USER_ENV, the folder of the course's commands.
+#
+# Memory and CPU limits are NOT set here: TLJH's own `tljh-config set limits.memory / limits.cpu` set them
+# (install.sh does, from deploy/sizing.json); a value set in this file would silently win over tljh-config.
+import os
 
-USER_ENV = "/opt/tljh/user/bin"          # TLJH's shared user environment, where the course is installed
+USER_ENV = os.environ.get("NORMLAB_USER_ENV", "/opt/tljh/user/bin")   # TLJH's user environment
+FAILURE_NOTE = "NORMLAB-INIT-FAILED.md"     # normlab.course.FAILURE_NOTE: why the workspace is missing
 
-# Each server starts as the learner, after TLJH has made their account: first the course's own
-# workspace command (writes only what is missing, never a learner's work), then the usual server.
-# (A pre_spawn_hook would run as root, before the account exists.)
-c.Spawner.cmd = [  # noqa: F821  (c is JupyterHub's config object)
-    "/bin/sh", "-c",
-    f'"{USER_ENV}/normlab-course" init "$HOME/normlab-course" && exec "{USER_ENV}/jupyterhub-singleuser" "$@"',
-    "normlab-singleuser",                # $0 of the shell; JupyterHub's arguments follow as "$@"
-]
+# A learner's server starts as the learner, after TLJH has made their account (a pre_spawn_hook would
+# run as root, before the account exists):
+#  * umask 077: whatever the server and the kernels write (notebooks, IPython's history) is theirs only;
+#  * the course's workspace (writes only what is missing, never a learner's work). If that fails, the
+#    server starts anyway and opens ~/NORMLAB-INIT-FAILED.md, which says why (the log has the traceback);
+#  * the course's commands first on PATH, and terminals that keep it: JupyterLab's default terminal is
+#    a login shell, and Debian's /etc/profile resets PATH (no `python` there); a plain interactive bash
+#    inherits the server's PATH, so `python -m normlab.drills` works in a learner's terminal.
+SERVER_START = (
+    "umask 077; "
+    f'"{USER_ENV}/normlab-course" init "$HOME/normlab-course" --at-server-start || {{ '
+    f'[ -f "$HOME/{FAILURE_NOTE}" ] || echo "normlab-course init failed at the server start: see the server log. '
+    f'课程工作区没有准备好，请告诉老师。" > "$HOME/{FAILURE_NOTE}"; '
+    f"export JUPYTERHUB_DEFAULT_URL=/lab/tree/{FAILURE_NOTE}; }}; "
+    f'export PATH="{USER_ENV}:$PATH"; '
+    f'exec "{USER_ENV}/jupyterhub-singleuser" --ServerApp.terminado_settings=shell_command=/bin/bash "$@"'
+)
+c.Spawner.cmd = ["/bin/sh", "-c", SERVER_START, "normlab-singleuser"]  # noqa: F821  ($0; JupyterHub's args follow as "$@")
 c.Spawner.default_url = "/lab/tree/normlab-course/00_course_map.ipynb"  # noqa: F821
-# One torch thread per kernel: many kernels share the cores (see the instructor guide's sizing table).
+# One torch thread per kernel: many kernels share the cores (the sizing in deploy/sizing.json).
 c.Spawner.environment = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUTF8": "1"}  # noqa: F821
-# Memory and CPU per learner (systemd limits, TLJH applies them): from the measured sizing table.
-c.SystemdSpawner.mem_limit = "2G"  # noqa: F821
-c.SystemdSpawner.cpu_limit = 1.0  # noqa: F821

@@ -237,13 +237,14 @@ def deepnorm_probe(depth: int, wiring: str, seed: int = 0, lr: float = 1e-3,
                    width: int = 32) -> tuple[list[tuple[float, float]], float]:
     """At init, for an MLP stack (normlab.blocks) of ``depth`` blocks wired ``wiring``, with an MSE loss
     to a random target: ([(||dL/dW_fc1||, ||dL/dW_fc2||) for every block], ||F(x; theta_1) - F(x; theta_0)||
-    per sample after one Adam step)."""
+    per sample after one Adam step on the sublayer (residual-branch) parameters only: DeepNet's theta, as
+    in lesson 05 (``normlab.lessons.deepnorm``); the LayerNorms' gamma and beta stay put)."""
     stack = build_stack(depth, width=width, wiring=wiring, sublayer="mlp", seed=seed + offset())
     g = gen(300 + seed)
     x, target = torch.randn(64, width, generator=g), torch.randn(64, width, generator=g)
     with torch.no_grad():
         before = stack(x)
-    opt = torch.optim.Adam(stack.parameters(), lr=lr)
+    opt = torch.optim.Adam([p for n, p in stack.named_parameters() if ".sublayer." in n], lr=lr)
     F.mse_loss(stack(x), target).backward()
     grads = [(b.mlp.sublayer.fc1.weight.grad.norm().item(), b.mlp.sublayer.fc2.weight.grad.norm().item())
              for b in stack.blocks]
@@ -287,7 +288,8 @@ def demo_a8() -> Demo:
                      f"{min(scaled):.3f}–{max(scaled):.3f}", "—", "与 N 无关则 ∝ β/α"])
     values["scaled_spread"] = max(scaled_all) / min(scaled_all)
     for N in (6, 24, 96):
-        rows.append([f"N = {N}：一步 Adam (lr 1e-3) 后的 ‖ΔF‖（DeepNorm / Post-LN）",
+        rows.append([f"N = {N}：只更新子层参数的一步 Adam (lr 1e-3) 后的 ‖ΔF‖（DeepNorm / Post-LN）",
                      f"{values[f'update_deepnorm_{N}']:.3f}", f"{values[f'update_post_{N}']:.3f}", "—"])
-    return Demo("[A] §2.5：DeepNorm 里的 LN 没变；MLP 堆叠、MSE 损失、初始化时，每一块的梯度都按 β/α ∝ 1/√N 变小，"
-                "并不\"保持恒定\"", ["测量", "DeepNorm", "Post-LN", "手算"], rows, values)
+    return Demo("[A] §2.5：DeepNorm 里的 LN 没变；MLP 堆叠、MSE 损失、初始化时，同一模型里各块的梯度彼此相近，"
+                "不同深度的模型之间按 β/α ∝ 1/√N 变小；论文界定的是 ‖ΔF‖", ["测量", "DeepNorm", "Post-LN", "手算"],
+                rows, values)

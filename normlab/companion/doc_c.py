@@ -38,8 +38,9 @@ def layerscale_drift(init: float, depth: int = 24, width: int = 32) -> float:
     return ((x - x0).norm() / x0.norm()).item()
 
 
-# CaiT's LayerScale init by depth (Touvron et al. 2021 §3; facebookresearch/deit cait_models.py:
-# init_scale=1e-5 for the depth-24 models, 1e-6 for S36 and deeper). [C] uses 0.1 at any depth.
+# CaiT's LayerScale init by depth (Touvron et al. 2021 §3; facebookresearch/deit cait_models.py @7e160fe4:
+# init_scale=1e-5 for the depth-24 models, 1e-6 for S36, M36 and M48, while XXS36 keeps 1e-5). [C] uses 0.1
+# at any depth.
 CAIT_INIT = {18: 0.1, 24: 1e-5, 36: 1e-6}
 
 

@@ -102,7 +102,7 @@ def demo_d3() -> Demo:
                 ["L", "测得 ‖∂L/∂W‖", "若 ∝ 1/√L", "若 ∝ √L（[D]）"], rows, {"slope": slope})
 
 
-# --- D5 · the Pre-Norm flow chart without the final LayerNorm ----------------------------------------
+# --- D5 · a Pre-Norm model built from the one-layer chart needs a final LayerNorm ------------------
 
 def preln_stream_growth(depth: int, width: int = 32, seed: int = 0, final_norm: bool = False) -> float:
     """||x_L||^2 / ||x_0||^2 of a Pre-LN MLP stack at init, without (default) or with the final norm."""

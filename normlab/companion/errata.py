@@ -30,7 +30,7 @@ class Erratum(InCourse):
     id: str                 # "E3"
     doc: str                # "E"
     section: str            # the document's own numbering or heading, e.g. "§1.2"
-    kind: str               # 公式 formula / 代码 code / 出处 attribution / 说法 claim
+    kind: str               # 公式 formula / 代码 code / 出处 attribution / 说法 claim / 补充 note (not wrong: what it leaves out)
     says: str               # what the document says, in our own words
     right: str              # what is right, with the source
     course: str             # label of the course section that covers it (concordance.SECTIONS)

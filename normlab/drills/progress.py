@@ -243,9 +243,15 @@ def save(data: dict, path: Path | None = None) -> None:
     path = progress_file() if path is None else path
     if path is None:
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
+    # Owner-only (a 0700 folder, a 0600 file) whatever the umask: a learner's attempts are theirs alone on a
+    # shared server (issue 38). drills imports nothing else of normlab, so this is normlab.private's rule inline.
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if FILE_VARIABLE not in os.environ:          # ~/.normlab, the course's own folder (not one the learner named)
+        os.chmod(path.parent, 0o700)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as f:
+        f.write(json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True) + "\n")
+    os.chmod(tmp, 0o600)
     os.replace(tmp, path)
 
 

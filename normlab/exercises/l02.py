@@ -2,7 +2,7 @@
 
 02.1  bn_eval(x, running_mean, running_var, weight, bias, eps): the eval-mode forward
 02.2  update_running(running_mean, running_var, x, momentum): one training step's running statistics
-02.3  from_keras(num_features, momentum=0.99, epsilon=1e-3): a PyTorch layer that behaves like Keras's
+02.3  from_keras(num_features, momentum=0.99, epsilon=1e-3): Keras's running-mean update and epsilon in PyTorch
 02.4  eval_accuracy(norm, batch, steps, seed): section 4.2's experiment, for the BN / GN crossover
 """
 

@@ -111,7 +111,7 @@ def check_stack(answer) -> list[Finding]:
                 mistakes = {
                     "no_final_norm": (lambda: run(lambda h, f, n: h + f(n(h)), final=False),
                                       "少了最后的归一化：Pre-Norm 的残差流从不被归一化，要在输出前再过一次 final_norm"
-                                      "（GPT-2 的 ln_f；[D] 的流程图漏了它，勘误 D5）。"),
+                                      "（GPT-2 的 ln_f；[D] 的流程图只画一层，叠成模型时要补上它，勘误 D5）。"),
                     "post_norm": (lambda: run(lambda h, f, n: n(h + f(h))),
                                   "写成了 Post-Norm：Norm(h + F(h))。Pre-Norm 是 h + F(Norm(h))。"),
                     "post_norm_no_final": (lambda: run(lambda h, f, n: n(h + f(h)), final=False),

@@ -65,6 +65,27 @@ def set_bn_momentum(model: nn.Module, momentum: float | None) -> nn.Module:
     return model
 
 
+@torch.no_grad()
+def reestimate_bn_stats(model: nn.Module, batches) -> nn.Module:
+    """Re-estimate every BatchNorm's running statistics after training: ``reset_running_stats()``
+    first (it zeroes ``num_batches_tracked``), then ``momentum=None`` (PyTorch's cumulative average,
+    factor 1/num_batches_tracked) over ``batches`` in train mode. Without the reset the cumulative
+    average would continue the training run's count and move the statistics only a few percent.
+    Restores each layer's momentum and the model's mode."""
+    layers = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    saved, was = [m.momentum for m in layers], model.training
+    for m in layers:
+        m.reset_running_stats()
+        m.momentum = None
+    model.train()
+    for x in batches:
+        model(x)
+    for m, momentum in zip(layers, saved):
+        m.momentum = momentum
+    model.train(was)
+    return model
+
+
 class NoisyShift(nn.Module):
     """Santurkar et al. 2018 (arXiv 1805.11604, §2.1) "noisy BN", in miniature: placed after a BN
     layer, it multiplies each feature by a random scale in [1, strength] and adds a random shift in

@@ -1,7 +1,8 @@
 """The 先想一想 choice widget and the lesson's summary of the guesses (issue 28 item 2).
 
-    predict.ask("01", "depth-std")   # right after a prompt (the export inserts it): pick an option
-    predict.summary("01")            # at the end of the lesson: right / wrong per prompt
+    predict.ask("01", "depth-std")         # right after a prompt (the export inserts it): pick an option
+    await predict.ask("01", "depth-std")   # the learner copy's form: the run waits here for the guess
+    predict.summary("01")                  # at the end of the lesson: right / wrong per prompt
 
 One front-end, web/predict.js (spec["kind"]: "ask" or "summary"). In JupyterLab (a kernel) a pick goes
 to Python, which writes it to ~/.normlab/predictions.json (normlab.predictions.store_path) and
@@ -13,19 +14,67 @@ The prompt's answer fold (marked at export, normlab.predictions.answer_marker) s
 is made: in JupyterLab until the kernel has the pick, in the book until localStorage has it. It opens
 as before where the widget is not on the page or the browser cannot store a guess, and in the slides:
 the teacher reveals the answer to the class, whose guesses are not the teacher's browser's.
+
+Waiting for the guess (issue 36): ``await predict.ask(...)`` draws the widget and, while the prompt has
+no guess, keeps the cell running, with one line under the widget, until the learner picks; so Run All
+runs no experiment past an unanswered prompt and goes on after the pick. The kernel handles the pick
+meanwhile: ipykernel dispatches comm messages while a cell awaits (``Kernel.dispatch_shell``'s
+``concurrent`` parameter, ipykernel >= 7.4). An older ipykernel cannot, so there the cell ends at once
+with a one-line error (PredictionPending: Run All stops; after the pick the learner runs on). An
+interrupt ends the wait with one line too. No wait where nobody can pick: NORMLAB_PREDICT_WAIT=0 (the
+test run, the book, the sweep), the static widget (NORMLAB_STATIC=1), outside a kernel.
 """
 
 from __future__ import annotations
+
+import asyncio
+import inspect
+import signal
+import threading
 
 import traitlets
 
 from .. import predictions as data
 from . import web_host
 
-__all__ = ["Ask", "Summary", "ask", "summary"]
+__all__ = ["Ask", "Summary", "PredictionPending", "ask", "summary"]
 
 TITLE = "你的预测 (your prediction)"
 SUMMARY_TITLE = "这一课的预测 (your predictions in this lesson)"
+# One line each (no emoji: a system without an emoji font shows a box).
+WAITING = "运行停在这里 (paused)：先在上面选一个预测，选好后接着运行下面的实验。(pick a guess above; the run goes on after it)"
+RUNNING_ON = "已记录 ({choice})，接着运行。(guess saved: running on)"
+STOPPED = ("运行停在这个预测题 (stopped)：先在上面选一个预测，再运行下面的格子（Run → Run Selected Cell and All Below）。"
+           "(pick a guess, then run on)")
+INTERRUPTED = "已中断 (interrupted)：这个预测题还没有选；选好之后再运行下面的格子。(no guess yet)"
+POLL_S = 0.1
+
+
+class PredictionPending(Exception):
+    """Run All stops at an unanswered prompt: one line, no traceback (IPython shows the lines of
+    ``_render_traceback_`` instead of one)."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [str(self)]
+
+
+def _kernel():
+    """The running ipykernel, or None (plain Python, a terminal IPython)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    shell = get_ipython()
+    return getattr(shell, "kernel", None) if shell is not None else None
+
+
+def kernel_handles_picks_while_waiting(kernel) -> bool:
+    """Does this ipykernel dispatch comm messages while a cell awaits (ipykernel >= 7.4)?"""
+    dispatch = getattr(type(kernel), "dispatch_shell", None)
+    try:
+        return dispatch is not None and "concurrent" in inspect.signature(dispatch).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _where() -> str:
@@ -45,7 +94,7 @@ class Ask(web_host.WebWidget):
     def __init__(self, lesson: str, pid: str) -> None:
         self.entry = data.entry(lesson, pid)           # a PredictionError (Chinese) for an unknown prompt
         self.key = f"{lesson}.{pid}"
-        self._live = False
+        self._live, self._picked = False, ""
         stored = data.load_guesses().get(self.key, {}).get("choice", "")
         self._saved = stored if stored in self.entry["keys"] else ""
         super().__init__(spec=self._spec(), controls={"choice": self._saved})
@@ -56,6 +105,8 @@ class Ask(web_host.WebWidget):
         return {"kind": "ask", "title": TITLE, "key": self.key, "ask": e.get("ask", ""),
                 "control_order": ["choice"],
                 "options": [{"key": k, "text": t} for k, t in zip(e["keys"], e["options"])],
+                "answer": e["answer"],            # for the verdict an opened fold shows (the fold holds the answer too)
+                "hidden_line": data.HIDDEN_LINE, "ask_line": data.ASK_LINE, "discussion_class": data.DISCUSSION_CLASS,
                 "storage_key": data.STORAGE_KEY,
                 "where_live": _where(), "where_grid": "这个浏览器 (localStorage)"}
 
@@ -71,6 +122,8 @@ class Ask(web_host.WebWidget):
     @traitlets.observe("controls")
     def _on_controls(self, change) -> None:
         choice = change["new"].get("choice", "")
+        if self._live and choice in self.entry["keys"]:
+            self._picked = choice
         if self._live and choice in self.entry["keys"] and choice != self._saved:
             try:
                 data.save_guess(*self.key.split(".", 1), choice)
@@ -83,6 +136,38 @@ class Ask(web_host.WebWidget):
     def choose(self, choice: str) -> dict:
         """Pick an option from Python (as a click would); returns the new data."""
         return self.set_controls(choice=choice)
+
+    def __await__(self):
+        return self._wait().__await__()
+
+    async def _wait(self) -> None:
+        """``await predict.ask(...)``: draw the widget; while the prompt has no guess, wait for the pick
+        (module docstring). Returns None, so the cell shows the widget once."""
+        from IPython.display import display
+
+        from .web_host import static_mode
+
+        display(self)
+        kernel = _kernel()
+        if self._saved or not data.waits() or static_mode() or kernel is None:
+            return None
+        if not kernel_handles_picks_while_waiting(kernel):
+            raise PredictionPending(STOPPED)
+        line = display({"text/plain": WAITING}, raw=True, display_id=True)
+        stopped = []
+        main = threading.current_thread() is threading.main_thread()
+        old = signal.signal(signal.SIGINT, lambda *_: stopped.append(True)) if main else None
+        try:
+            while not self._picked and not stopped:
+                await asyncio.sleep(POLL_S)
+        finally:
+            if main:
+                signal.signal(signal.SIGINT, old if old is not None else signal.default_int_handler)
+        if not self._picked:
+            line.update({"text/plain": ""}, raw=True)          # the error says it, once
+            raise PredictionPending(INTERRUPTED)
+        line.update({"text/plain": RUNNING_ON.format(choice=self._picked)}, raw=True)
+        return None
 
     def caption(self) -> str:
         opts = "；".join(f"({k}) {t}" for k, t in zip(self.entry["keys"], self.entry["options"]))
@@ -132,8 +217,11 @@ class Summary(web_host.WebWidget):
         lines = [f"{SUMMARY_TITLE}：{len(done)} 题有预测 (guessed)，{right} 题对 (right)，"
                  f"{len(rows) - len(done)} 题没有预测 (no guess)"]
         for i, r in enumerate(rows, 1):
-            verdict = "—" if r["right"] is None else ("对 right" if r["right"] else "错 wrong")
-            lines.append(f"  {i}. {r['id']}: 你的预测 {r['choice'] or '—'}，答案 {r['answer']}，{verdict}")
+            if r["right"] is None:                      # no guess: no answer either
+                lines.append(f"  {i}. {r['id']}: 没有预测 (no guess)")
+                continue
+            verdict = "对 right" if r["right"] else "错 wrong"
+            lines.append(f"  {i}. {r['id']}: 你的预测 {r['choice']}，答案 {r['answer']}，{verdict}")
         return "\n".join(lines)
 
     def _repr_mimebundle_(self, **kwargs):

@@ -17,11 +17,26 @@
 // would open a marked, closed fold whose prompt's widget is on the page and locked, and says why in the
 // summary. It fails open: no widget on the page (cell not run, windowed away), no localStorage, the
 // slides (the teacher reveals the answer to the class), a kernel that does not answer a pick.
+//
+// The learner copy (issue 36; normlab.predictions.learner_layout) collapses the experiment's code cells
+// between a prompt's choice cell and its answer fold; each starts with spec.hidden_line, the text
+// JupyterLab's collapsed-input placeholder shows. Once the prompt has a guess (the kernel's reply to a
+// pick, or a saved guess when the widget is drawn) openExperiment clicks those placeholders open: the
+// next cells from the widget's .jp-Cell up to the cell holding the fold's marker (or the next choice
+// cell); and it opens the discussion after the fold, which the learner copy wraps in a fold of its own
+// (its marker also has spec.discussion_class; locked like the answer until then). An opened fold says whether the guess was right (.nl-answer-verdict).
+//
+// Events for a class poll (issue 39), both CustomEvents:
+//   "normlab:guess"  dispatched on the widget's element when the learner picks (bubbles);
+//                    detail {lesson, id, choice}, e.g. {lesson: "01", id: "depth-std", choice: "B"}.
+//   "normlab:reveal" listened for on document: detail {lesson, id} opens that prompt's answer fold(s)
+//                    on the page, locked or not (the teacher reveals it to the class).
 
 const NL_PRED_EVENT = "normlab-prediction";
 const NL_ANSWER = "nl-answer-for";
 const NL_LOCK_WHY = "先在上面选一个预测再看答案 (pick a guess above first)";
 const NL_KERNEL_WAIT_MS = 4000;         // a pick the kernel never answers opens the answer after this
+const NL_GUESS_EVENT = "normlab:guess", NL_REVEAL_EVENT = "normlab:reveal";
 
 const answerClass = (key) => `${NL_ANSWER}-${String(key).replace(/[^A-Za-z0-9_-]/g, "-")}`;
 
@@ -39,6 +54,45 @@ function locked(marker) {                // every choice widget on the page for 
     .filter((w) => marker.classList.contains(answerClass(w.dataset.key)));
   return asks.length > 0 && asks.every((w) => w.dataset.lock === "1");   // none on the page, or one picked (the
 }                                        // same prompt in another open notebook): it opens
+
+function splitKey(key) {                // "01.depth-std" -> {lesson: "01", id: "depth-std"}
+  const at = String(key).indexOf(".");
+  return { lesson: String(key).slice(0, at), id: String(key).slice(at + 1) };
+}
+
+function answers() { return (window.__normlabAnswers = window.__normlabAnswers || {}); }   // key -> right option
+
+function showVerdict(fold) {             // an opened, marked fold says whether the guess on the page was right
+  const summary = fold.querySelector(":scope > summary");
+  const marker = summary ? summary.querySelector(`:scope > .${NL_ANSWER}`) : null;
+  if (!marker || marker.classList.contains("nl-discussion")) return;   // a verdict on the answer only
+  const ask = Array.from(document.querySelectorAll(".nl-pr-ask[data-key]"))
+    .find((w) => marker.classList.contains(answerClass(w.dataset.key)) && w.dataset.choice);
+  const old = summary.querySelector(":scope > .nl-answer-verdict");
+  if (old) old.remove();
+  if (!ask || !(ask.dataset.key in answers())) return;
+  const choice = ask.dataset.choice, right = answers()[ask.dataset.key];
+  const ok = choice === right;
+  nlHtml("span", { class: `nl-answer-verdict ${ok ? "nl-right" : "nl-wrong"}`, "data-result": ok ? "right" : "wrong",
+                   text: ok ? `你的预测 (${choice})：✓ 对了 (right)` : `你的预测 (${choice})：✗ 不对，答案是 (${right}) (wrong)` }, summary);
+}
+
+function reveal(detail) {                // "normlab:reveal": open the prompt's folds, locked or not
+  if (!detail || !detail.lesson || !detail.id) return;
+  for (const marker of document.querySelectorAll(`.${CSS.escape(answerClass(`${detail.lesson}.${detail.id}`))}`)) {
+    const fold = marker.parentElement && marker.parentElement.parentElement;
+    if (fold && fold.tagName === "DETAILS") fold.open = true;
+  }
+}
+
+function installFoldListeners() {       // every page with a choice widget, slides too: verdicts and reveals
+  if (window.__normlabFolds) return;
+  window.__normlabFolds = true;
+  document.addEventListener("toggle", (ev) => {          // toggle does not bubble: caught on the way down
+    if (ev.target && ev.target.tagName === "DETAILS" && ev.target.open) showVerdict(ev.target);
+  }, true);
+  document.addEventListener(NL_REVEAL_EVENT, (ev) => reveal(ev.detail));
+}
 
 function installAnswerLock() {
   if (window.__normlabAnswerLock) return;
@@ -79,6 +133,29 @@ function setLock(root, key, shut) {
   }
 }
 
+function openExperiment(el, spec) {      // JupyterLab: open what the learner copy shut until the guess (header)
+  const disc = spec.discussion_class ? `.${CSS.escape(spec.discussion_class)}` : null;
+  const mark = `.${CSS.escape(answerClass(spec.key))}`;
+  if (disc) {
+    for (const m of document.querySelectorAll(`${mark}${disc}`)) {
+      const fold = m.parentElement && m.parentElement.parentElement;
+      if (fold && fold.tagName === "DETAILS") fold.open = true;
+    }
+  }
+  const cell = el.closest ? el.closest(".jp-Cell") : null;
+  if (!cell || !spec.hidden_line) return 0;
+  let opened = 0;
+  for (let c = cell.nextElementSibling; c; c = c.nextElementSibling) {
+    if (!c.classList.contains("jp-Cell")) continue;
+    if (c.querySelector(mark) || c.querySelector(".nl-pr-ask")) break;     // the fold, or the next prompt
+    const text = c.querySelector(":scope .jp-InputPlaceholder .jp-PlaceholderText");
+    const line = text ? text.textContent.trim() : "";
+    if (line === spec.ask_line) break;
+    if (line === spec.hidden_line) { text.closest(".jp-InputPlaceholder").click(); opened += 1; }
+  }
+  return opened;
+}
+
 function readBrowser(key) {
   try {
     const d = JSON.parse(window.localStorage.getItem(key) || "{}");
@@ -115,6 +192,8 @@ function renderAsk(model, el, root, spec, live) {
   }
   const where = live ? spec.where_live : spec.where_grid;
   root.dataset.key = spec.key;
+  if (spec.answer) answers()[spec.key] = spec.answer;
+  installFoldListeners();
   const lockable = !(el.closest && el.closest(".reveal")) && (live || browserCanStore(spec.storage_key));
   if (lockable) { installAnswerLock(); lockStyle(spec.key); }
   const lock = (shut) => setLock(root, spec.key, lockable && shut);
@@ -131,7 +210,14 @@ function renderAsk(model, el, root, spec, live) {
       : `(${choice}) 正在保存… (saving)`;
   }
   function announce(choice) { window.dispatchEvent(new CustomEvent(NL_PRED_EVENT, { detail: { key: spec.key, choice } })); }
+  function verdicts() {                  // a fold already open (fail-open, a reveal) gets its verdict now
+    for (const m of document.querySelectorAll(`.${CSS.escape(answerClass(spec.key))}`)) {
+      const fold = m.parentElement && m.parentElement.parentElement;
+      if (fold && fold.tagName === "DETAILS" && fold.open) showVerdict(fold);
+    }
+  }
   function pick(choice) {
+    el.dispatchEvent(new CustomEvent(NL_GUESS_EVENT, { bubbles: true, detail: { ...splitKey(spec.key), choice } }));
     if (live) {
       show(choice, false);
       model.set("controls", { choice });
@@ -144,16 +230,18 @@ function renderAsk(model, el, root, spec, live) {
       lock(false);
       if (!ok) status.textContent = `(${choice})：这个页面不能保存 (this page cannot store it: no localStorage)`;
       announce(choice);
+      verdicts();
     }
   }
   if (live) {
     const d = model.get("data") || {};
     show(d.choice || "", Boolean(d.saved));
     lock(!d.choice);
+    if (d.choice) requestAnimationFrame(() => openExperiment(el, spec));   // a saved guess: once the view is in its cell
     const onData = () => {
       const d2 = model.get("data") || {};
       show(d2.choice || "", Boolean(d2.saved));
-      if (d2.choice) { clearTimeout(waiting); lock(false); }             // the kernel's reply: a choice is made
+      if (d2.choice) { clearTimeout(waiting); lock(false); openExperiment(el, spec); verdicts(); }   // the kernel's reply
       if (d2.saved) announce(d2.choice);
     };
     const onError = () => { const m = model.get("error") || ""; if (m) status.textContent = m; };
@@ -189,7 +277,7 @@ function renderSummary(model, el, root, spec, live) {
       nlHtml("td", { text: String(i + 1) }, tr);
       nlHtml("td", { class: "nl-pr-prompt", text: `${(p.starts || p.id).replace(/`/g, "")}…` }, tr);
       nlHtml("td", { text: g ? optionText(p, g) : "— 没有预测 (no guess)" }, tr);
-      nlHtml("td", { text: optionText(p, p.answer) }, tr);
+      nlHtml("td", { text: g ? optionText(p, p.answer) : "先预测再看 (guess first)" }, tr);   // no answer without a guess
       nlHtml("td", { class: "nl-pr-result", text: ok === null ? "—" : ok ? "✓ 对 (right)" : "✗ 错 (wrong)" }, tr);
     });
     const n = (spec.prompts || []).length;
