@@ -477,3 +477,22 @@ def test_groupnorm_cards_run_from_the_command_line(tmp_path, capsys):
     assert main(["check", "groupnorm", str(file)]) == 0
     assert "[groupnorm] 通过 PASSED" in capsys.readouterr().out
     assert main(["10", str(file)]) == 0 and main(["--reset", "11"]) == 0
+
+
+def test_groupnorm_in_cs231n_function_form_is_checked_as_a_module():
+    def spatial_groupnorm_forward(x, gamma, beta, G, gn_param):
+        n, c, h, w = x.shape
+        xg = x.reshape(n, G, c // G, h, w)
+        mu, var = xg.mean((2, 3, 4), keepdim=True), xg.var((2, 3, 4), unbiased=False, keepdim=True)
+        xn = ((xg - mu) / torch.sqrt(var + gn_param.get("eps", 1e-5))).reshape(n, c, h, w)
+        return gamma * xn + beta, (xn, gamma, var)
+
+    report = drills.check("groupnorm", spatial_groupnorm_forward)
+    assert report.passed and "function_form" in report.ids(), str(report)
+
+    def spatial_groupnorm_backward(dout, cache):
+        raise NotImplementedError
+
+    f = next(f for f in drills.check("groupnorm_backward", spatial_groupnorm_backward).failed
+             if f.id == "signature_cache")
+    assert "(dout, cache)" in f.message and "num_groups" in f.message

@@ -55,6 +55,10 @@ def _bw_args(fn, values: dict, which_norm: str, out):
     if any(p.kind == p.VAR_POSITIONAL for p in every):
         return card                     # f(grad_out, x, weight, *rest): the card's order
     params = [p for p in every if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if any(p.name.lower() == "cache" for p in params) and not any(f.id == "signature_cache" for f in out):
+        out.append(fail("signature_cache", f"函数的参数是 ({', '.join(p.name for p in params)})：要前向存下的 cache（CS231n 的写法）。"
+                        f"本卡片的签名是 ({', '.join(CARD_WORDS[r] for r in order)})：反向自己从 x 重算 μ、σ 和 x̂，"
+                        "检查器按这个签名调用 (signature differs from the card's)"))
     roles = []
     for p in params:
         role = "groups" if p.name == "G" else next((r for r, names in BW_ROLES.items() if p.name.lower() in names), None)
