@@ -152,10 +152,11 @@ def _axis_hint(name: str, shape: tuple, geo: Geometry) -> str:
     if name == "grad_x":
         return ""
     rank = len(geo.shape)
-    for keep in range(rank):
-        if shape == (geo.shape[keep],) and keep != geo.channel_axis:
-            return (f"：你在 dim={tuple(a for a in range(rank) if a != keep)} 上求和，留下了 dim={keep}；"
-                    f"参数的梯度应在 dim={geo.sum_axes} 上求和，留下参数所在的 dim={geo.channel_axis}")
+    kept = [k for k in range(rank) if shape == (geo.shape[k],)]
+    if len(kept) == 1 and kept[0] != geo.channel_axis:      # only a shape that one axis explains is read this way
+        keep = kept[0]
+        return (f"：你在 dim={tuple(a for a in range(rank) if a != keep)} 上求和，留下了 dim={keep}；"
+                f"参数的梯度应在 dim={geo.sum_axes} 上求和，留下参数所在的 dim={geo.channel_axis}")
     return "（与参数同形）"
 
 
