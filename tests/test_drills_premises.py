@@ -496,3 +496,21 @@ def test_groupnorm_in_cs231n_function_form_is_checked_as_a_module():
     f = next(f for f in drills.check("groupnorm_backward", spatial_groupnorm_backward).failed
              if f.id == "signature_cache")
     assert "(dout, cache)" in f.message and "num_groups" in f.message
+
+
+def test_an_eval_branch_is_said_to_use_the_batch_only_when_it_does():
+    class EvalTanh(bn_with(())):
+        def forward(self, x):
+            y = super().forward(x)
+            return y if self.training else y + 100 * x.abs()               # wrong, but per sample
+
+    f = next(f for f in drills.check("batchnorm", EvalTanh).failed if f.id == "eval_mode")
+    assert "不依赖同 batch" in f.message and "依赖同 batch 的其它样本（" not in f.message
+
+    class EvalBatch(bn_with(())):
+        def forward(self, x):
+            y = super().forward(x)
+            return y if self.training else y + 100 * (x.abs() - x.abs().mean(0))  # uses the batch
+
+    f = next(f for f in drills.check("batchnorm", EvalBatch).failed if f.id == "eval_mode")
+    assert "依赖同 batch 的其它样本（" in f.message
