@@ -207,7 +207,7 @@ SLIPS = {
     "eps_in_var_term": ("eps_missing", "grad_x 的方差项", CARDS),
     "eps_in_grad_weight": ("eps_missing", "grad_weight", CARDS),
     "dgamma_from_x": ("param_from_x", "x̂", CARDS),
-    "grad_weight_wrong_axis": ("grad_weight_shape", "求和", ["layernorm", "rmsnorm"]),
+    "grad_weight_wrong_axis": ("grad_weight_shape", "求和", ["layernorm", "rmsnorm", "batchnorm"]),
     "grad_x_none": ("grad_x_none", "None", CARDS),
     "stats_wrong_axis": ("other_axes", "statistics over the wrong axis", CARDS),
 }
