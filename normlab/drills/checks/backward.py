@@ -16,7 +16,7 @@ from torch import Tensor
 from ..report import Finding, SubmissionError, short
 from .backward_compare import compare
 from .geometry import Geometry
-from .probes import PROD, _raised, fail, guarded, is_timeout, step
+from .probes import PROD, fail, guarded, is_timeout, step
 
 # (label, shapes, γ shaped to broadcast): the card's layout first, then the ones tried when it raises everywhere
 LAYOUTS = {

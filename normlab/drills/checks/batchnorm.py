@@ -10,8 +10,8 @@ from torch import Tensor
 from ..report import Finding, SubmissionError
 from .batchnorm_modes import BN_SHAPES, BN_STEPS, LAYOUT, _bn_eval, _bn_fresh, _bn_options, _bn_production, _stats
 from .formulas import FIXED_EPS, Formula, Probe, deviation_findings, imprecise, search
-from .probes import (KIND_WORDS, PROD, Builder, _raised, close, fail, find_bias, find_gain, find_stats, is_timeout, ok,
-                     output_of, set_mode, set_tensor, step, tensor_kind)
+from .probes import (PROD, Builder, _raised, close, fail, find_bias, find_gain, find_stats, is_timeout, ok, output_of,
+                     param_problems, set_mode, step)
 from .diagnosis import affine_findings, as_findings, property_findings
 from .keepdim import broadcast_finding
 from .messages import ONE_PASS, PRECISION, is_broadcast_error
@@ -119,7 +119,7 @@ def _bn_construct(build, C, out, measured):
     if good:
         out.append(ok("params", f"γ (self.{gname}) 初值 1、β (self.{bname}) 初值 0，各 {C} 个元素"))
     else:
-        out.append(fail("params", "；".join(_param_problems(m, ((gname, w, "γ", 1), (bname, b, "β", 0)), C)) +
+        out.append(fail("params", "；".join(param_problems(m, ((gname, w, "γ", 1), (bname, b, "β", 0)), C)) +
                         "：应有可学习的 γ（初值 1）和 β（初值 0），各 num_features 个元素 (nn.Parameter)"))
     mn, mt, vn, vt = find_stats(m, C)
     if (mt is None or vt is None) and measured.get("created"):
@@ -156,22 +156,6 @@ def _bn_construct(build, C, out, measured):
         out.append(fail("buffers", "running_mean 初值应为 0，running_var 初值应为 1"))
     else:
         out.append(ok("buffers", f"{mn}/{vn} 是 buffer，初值 0/1"))
-
-
-def _param_problems(m, found, C) -> list[str]:
-    """What is wrong with γ and β, each as measured (never "missing" for a tensor that is there)."""
-    said = []
-    for name, t, sym, init in found:
-        if t is None:
-            said.append(f"找不到 {sym}：没有哪个 {C} 个元素的可学习张量起 {sym} 的作用" +
-                        ("（设为 0 时每个通道的输出变成常数）" if sym == "γ" else "（改变它时输出平移同样的量）"))
-        elif (k := tensor_kind(m, name)) != "parameter":
-            said.append(f"self.{name} ({sym}) 是 {KIND_WORDS[k]}，不是 nn.Parameter")
-        elif not t.requires_grad:
-            said.append(f"self.{name} ({sym}) 不可学习 (requires_grad=False)")
-        elif not bool(torch.all(t == init)):
-            said.append(f"self.{name} ({sym}) 的初值不是 {init}")
-    return said
 
 
 def _bn_train(build, C, rank, g, out):

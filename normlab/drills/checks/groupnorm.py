@@ -19,7 +19,8 @@ from torch import nn
 from ..report import Finding, SubmissionError, guarded
 from . import roles
 from .geometry import Geometry
-from .probes import PROD, _raised, close, fail, find_bias, find_gain, is_timeout, ok, output_of, set_tensor, step, tensors_of
+from .probes import (PROD, _raised, close, fail, find_bias, find_gain, is_timeout, ok, output_of, param_problems, set_tensor,
+                     step, tensors_of)
 from .properties import groups as moved_axes
 
 C = 6
@@ -212,11 +213,10 @@ def _params(impl, out):
         out.append(fail("gamma_per_group", f"γ/β 每组一个（self.{small[0][0]} 有 G = 3 个元素）(gamma per group instead of per "
                         f"channel)：GroupNorm 的 weight/bias 每个通道一个，形状 (C,) = ({C},)，只有统计量是每组的"))
         return
-    good = w is not None and b is not None and w.requires_grad and b.requires_grad and bool(torch.all(w == 1)) \
-        and bool(torch.all(b == 0))
-    out.append(ok("params", f"γ (self.{gname}) 初值 1、β (self.{bname}) 初值 0，各 C = {C} 个元素") if good else
-               fail("params", f"GroupNorm(3, {C}) 应有可学习的 γ（初值 1）和 β（初值 0），各 C = {C} 个元素：nn.Parameter "
-                    "self.weight / self.bias"))
+    problems = param_problems(m, ((gname, w, "γ", 1), (bname, b, "β", 0)), C)
+    out.append(fail("params", "；".join(problems) + f"：GroupNorm(3, {C}) 应有可学习的 γ（初值 1）和 β（初值 0），各 C = {C} "
+                    "个元素 (nn.Parameter self.weight / self.bias)") if problems else
+               ok("params", f"γ (self.{gname}) 初值 1、β (self.{bname}) 初值 0，各 C = {C} 个元素"))
 
 
 def _probe(impl, shape, G, eps, scale, offset, g, per_group):
