@@ -51,7 +51,7 @@ PROMPTS = [
     dict(lesson='02', id='noisy-bn', starts='noisy BN 让下一层输入的分布每一步都在跳',
          options=['远低于 BN，接近没有 BN 的 0.1', '和 BN 相当'],
          answer='B', evidence='**(B)**',
-         reveals=['324–358', 'keeps > 90%', 'noisy BN trains', '90% 以上', 'alone does not']),
+         reveals=['324–358', 'keeps > 90%', 'noisy BN trains', '90% 以上', 'alone does not', '和 BN 一样好']),
     dict(lesson='03', id='var-default', starts='`x.var(dim=-1)` 默认除以 E 还是 E − 1',
          options=['除以 E：输出不变（× 1）', '除以 E − 1：输出 × √(7/8) ≈ 0.935', '除以 E − 1：输出 × 8/7 ≈ 1.14'],
          answer='B', evidence='**除以 E − 1**',

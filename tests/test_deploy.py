@@ -252,10 +252,10 @@ def test_dockerfile_pip_lines_match_the_package():
 
 def test_the_guides_sizing_is_deploy_sizing_json():
     """book/instructor.md's class chapter is deploy/sizing.json: the measured table (K learners running lesson
-    01 at once through the hub, `python3 tools/hub.py sizing --learners 1 2 4`), the idle server's memory
-    (`tools/hub.py idle`), the rule's numbers and the machine sizes class_sizes() derives from them."""
+    01 at once through the hub, `python3 tools/class_sizing.py sizing --learners 1 2 4`), the idle server's
+    memory (`tools/class_sizing.py idle`), the rule's numbers and the machine sizes class_sizes() derives from them."""
     sys.path.insert(0, str(ROOT / "tools"))
-    import hub as hubtool
+    import class_sizing
 
     d = json.loads((DEPLOY / "sizing.json").read_text(encoding="utf-8"))
     guide = (ROOT / "book" / "instructor.md").read_text(encoding="utf-8")
@@ -277,7 +277,7 @@ def test_the_guides_sizing_is_deploy_sizing_json():
                  f"**每核 {rule['learners_per_core']} 个同时计算的学员**", f"limits.memory={rule['memory_limit']}"):
         assert text in chapter, text
     modes = {"lockstep": "跟着老师同时运行", "self-paced": "自定进度"}
-    for r in hubtool.class_sizes(d):
+    for r in class_sizing.class_sizes(d):
         row = f"| {r['learners']} | {modes[r['mode']]} | {r['cores']} | {r['memory_gb']} |"
         assert row in chapter, row
         if r["mode"] == "self-paced":         # Kubernetes schedules the class on the self-paced machine
