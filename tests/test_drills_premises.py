@@ -514,3 +514,17 @@ def test_an_eval_branch_is_said_to_use_the_batch_only_when_it_does():
 
     f = next(f for f in drills.check("batchnorm", EvalBatch).failed if f.id == "eval_mode")
     assert "依赖同 batch 的其它样本（" in f.message
+
+
+def test_a_term_whose_r_uses_the_unbiased_variance_and_a_zero_gradient_are_named():
+    def backward(grad_out, x, weight, eps):
+        xc = x - x.mean(-1, keepdim=True)
+        r = 1 / torch.sqrt((xc ** 2).mean(-1, keepdim=True) + eps)
+        r_unbiased = 1 / torch.sqrt(x.var(-1, keepdim=True) + eps)           # only in the variance term
+        gh, xu = grad_out * weight, xc * r_unbiased
+        grad_x = r * gh - r * gh.mean(-1, keepdim=True) - r_unbiased * xu * (gh * xu).mean(-1, keepdim=True)
+        return grad_x, torch.zeros_like(weight), grad_out.sum(0)
+
+    report = drills.check("layernorm_backward", backward)
+    f = next(f for f in report.failed if f.id == "unbiased_variance")
+    assert "方差项" in f.message and "grad_weight_zero" in report.ids(), str(report)

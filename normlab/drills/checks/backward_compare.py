@@ -103,6 +103,10 @@ def compare(probes, names, which_norm, out):
                 diagnosed.setdefault(id, []).append(name)
                 first.setdefault(id, i)
             continue
+        if all(not bool(q["got"][i].any()) for q in probes):
+            out.append(fail(f"{name}_zero", f"{name} 全是 0 (all zeros)：它应为 {'Σ g·x̂' if i == 1 else 'Σ g' if i == 2 else '非零的梯度'}",
+                            bad[0]["x"], bad[0]["expected"][i], bad[0]["raw_got"][i]))
+            continue
         factor = _factor(probes, i)
         if factor:
             named = {"constant_factor": f"{name} {factor}（N 为行数，D 为列数）" if "N" in factor or "D" in factor
