@@ -28,6 +28,8 @@ Wings (import core; never each other sideways):
     exercises/  each lesson's 练习 checkers (exercises.check("02.1", answer)); imports core, lessons and
                 drills' report only; nothing imports it
     drills/     the interview-drill checker (python -m normlab.drills KIND FILE.py); imports nothing else
+    classroom/  the class service on a JupyterHub (live prediction polls, the teacher's view) and the
+                kernel's client; imports core only, nothing imports it (events reach it through logging)
 """
 
 __version__ = "0.1.0"

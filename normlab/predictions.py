@@ -36,6 +36,7 @@ localStorage under STORAGE_KEY.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import time
@@ -302,7 +303,11 @@ def save_guess(lesson: str, pid: str, choice: str, path: Path | None = None) -> 
     # owner-only (0600 in a 0700 ~/.normlab): a learner's guesses are theirs alone on a shared server
     if own_folder:
         private_dir(path.parent)
-    return write_private(path, json.dumps({"version": 1, "guesses": guesses}, ensure_ascii=False, indent=1))
+    written = write_private(path, json.dumps({"version": 1, "guesses": guesses}, ensure_ascii=False, indent=1))
+    # The class service's client listens here when a hub runs it (normlab/classroom/client.py); else no-op.
+    logging.getLogger("normlab.events").info("guess %s.%s %s", lesson, pid, choice, extra={"normlab_event": {
+        "kind": "guess", "lesson": lesson, "id": pid, "choice": choice}})
+    return written
 
 
 def score(lesson: str, guesses: dict[str, dict]) -> list[dict]:

@@ -6,6 +6,7 @@
   core < cost < wings; core imports no cost and no wing; lessons import no other lesson;
   widgets and companion import no drills and not each other; drills import nothing else of normlab;
   exercises import core, cost, lessons and, of drills, only normlab.drills.report; nothing imports exercises;
+  classroom (the class service, issue 39) imports core only;
 * no formula is written twice: no two function bodies are the same code up to local names.
 
 The graph and the rules are plain functions of a folder, so the tests at the bottom plant each
@@ -26,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "normlab"
 
 COST = {"bench", "fused", "fused_kernel"}               # normlab/<name>.py: the cost layer
-WINGS = ("lessons", "widgets", "companion", "drills", "exercises")   # normlab/<name>/: the wings
+WINGS = ("lessons", "widgets", "companion", "drills", "exercises", "classroom")   # normlab/<name>/: the wings
 # Which layers a module of each layer may import (its own layer included where listed).
 MAY_IMPORT = {
     "core": {"core"},
@@ -36,6 +37,7 @@ MAY_IMPORT = {
     "companion": {"core", "cost", "lessons", "companion"},
     "drills": {"drills"},
     "exercises": {"core", "cost", "lessons", "drills", "exercises"},   # of drills only DRILLS_FOR_EXERCISES
+    "classroom": {"core", "classroom"},                  # the class service and its client (issue 39)
 }
 DRILLS_FOR_EXERCISES = {"normlab.drills.report"}   # Finding, Report, the guarded call
 MIN_BODY_NODES = 12   # bodies smaller than this (`return x`, `pass`, one attribute) are not formulas
@@ -446,14 +448,17 @@ def test_each_layer_rule_catches_its_mistake(tmp_path):
                                      "from normlab.drills import checks\n",                 # exercises -> drills.checks
         "normlab/drills/checks.py": "X = 1\n",
         "normlab/lessons/layernorm.py": "from ..exercises import base\n",                  # lesson -> exercises
+        "normlab/classroom/__init__.py": "",
+        "normlab/classroom/client.py": "from ..widgets import explorer\nfrom .. import norms\n",  # classroom -> widgets
     })
     bad = rule_violations(import_graph(root), subpackages(root))
     expected = [
         "normlab.bench (cost) imports normlab.lessons.residuals (lessons), l.1",
+        "normlab.classroom.client (classroom) imports normlab.widgets.explorer (widgets), l.1",
         "normlab.companion.errata (companion) imports normlab.drills.report (drills), l.2",
         "normlab.drills.report (drills) imports normlab.norms (core), l.2, inside a function",
         "normlab.exercises.base (exercises) imports normlab.drills.checks: of drills only normlab.drills.report, l.3",
-        "normlab.extra: in no layer (core, cost, lessons, widgets, companion, drills, exercises): add it to one",
+        "normlab.extra: in no layer (core, cost, lessons, widgets, companion, drills, exercises, classroom): add it to one",
         "normlab.lessons.batchnorm (lessons) imports normlab.drills (drills), l.1",
         "normlab.lessons.layernorm (lessons) imports normlab.exercises.base (exercises), l.1",
         "normlab.lessons.residuals imports another lesson, normlab.lessons.batchnorm, l.1",

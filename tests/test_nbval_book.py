@@ -1,6 +1,6 @@
 """tools/nbval_book.py: nbval's execution of a notebook, saved for the book, equals the book's own executor's
 (tools/execution.py, nbclient), output for output; the run's order keeps the book's tests after every
-solution copy; the time budget sorts items into their groups."""
+notebook copy; the time budget sorts items into their groups."""
 
 from __future__ import annotations
 
@@ -28,6 +28,8 @@ CELLS = [
     "import matplotlib.pyplot as plt\nplt.plot([0, 1], [1, 0])\nplt.show()",
     "from tqdm.auto import tqdm\nfor _ in tqdm(range(5), desc='train'):\n    pass",
     "h = display('shown', display_id=True)\nh.update('updated')",
+    "def answer():\n    ### BEGIN SOLUTION\n    return 42\n    ### END SOLUTION",
+    "try:\n    print('answer', answer())\nexcept NotImplementedError:\n    print('not written yet')",
     "6 * 7",
 ]
 
@@ -58,7 +60,8 @@ def progress(nb) -> list:
 
 
 def cleanup() -> None:
-    for path in (execution.EXECUTED / f"{PROBE}.ipynb", nbval_book.marker(PROBE)):
+    for path in (execution.EXECUTED / f"{PROBE}.ipynb", nbval_book.marker(PROBE),
+                 execution.EXECUTED / f"{PROBE}_learner.ipynb", nbval_book.marker(f"{PROBE}_learner")):
         path.unlink(missing_ok=True)
     for png in nbval_book.FIGURES.glob(f"{PROBE}-cell*.png"):
         png.unlink()
@@ -67,19 +70,26 @@ def cleanup() -> None:
 def test_nbvals_execution_saved_for_the_book_equals_the_books_executor(tmp_path):
     """The reference is the book's executor (nbclient) on the same source; the plugin rebuilds its notebook
     from the messages nbval read. Same outputs (clear_output, display updates, a figure, stderr, a progress
-    bar's final text from the widget state), and the book's cache key, so the book reuses it."""
+    bar's final text from the widget state), and the book's cache key, so the book reuses it. The same
+    for the learner copy (the learners' book: its stub's "not written yet")."""
+    from normlab.course import versions
+
     src = probe_source(tmp_path)
     cleanup()
     try:
         execution.execute_all(jobs=1, srcs=[src])
+        execution.execute_all(jobs=1, srcs=[src], learner=True)
         reference = nbformat.read(execution.EXECUTED / f"{PROBE}.ipynb", 4)
+        learner = nbformat.read(execution.EXECUTED / f"{PROBE}_learner.ipynb", 4)
         cleanup()
         copy = tmp_path / "nbval" / f"{PROBE}.ipynb"
         copy.parent.mkdir()
-        jupytext.write(jupytext.read(src), copy)
+        jupytext.write(versions(jupytext.read(src), learner=False), copy)
+        jupytext.write(versions(jupytext.read(src), learner=True), copy.with_name(f"{PROBE}_learner.ipynb"))
         env = dict(os.environ, PYTHONPATH=str(ROOT / "tools"), NORMLAB_NBVAL_SOURCES=str(tmp_path), MPLBACKEND="Agg")
         before = execution.source_hash(src)
-        run = subprocess.run([sys.executable, "-m", "pytest", str(copy), "--nbval-lax", "--nbval-current-env",
+        run = subprocess.run([sys.executable, "-m", "pytest", str(copy), str(copy.with_name(f"{PROBE}_learner.ipynb")),
+                              "--nbval-lax", "--nbval-current-env",
                               "-p", "nbval_book", "-p", "no:cacheprovider", "-q", f"--rootdir={tmp_path}"],
                              cwd=tmp_path, env=env, capture_output=True, text=True, encoding="utf-8")
         after = execution.source_hash(src)        # differs from before only if normlab/ was edited meanwhile
@@ -93,6 +103,10 @@ def test_nbvals_execution_saved_for_the_book_equals_the_books_executor(tmp_path)
         assert saved.metadata["normlab_hash"] in (before, after)          # the book's cache key
         assert any(nbval_book.FIGURES.glob(f"{PROBE}-cell*.png"))
         assert execution.is_current(src) or before != after    # the book build would execute nothing
+        saved = nbformat.read(execution.EXECUTED / f"{PROBE}_learner.ipynb", 4)
+        assert shape(saved)[-3:] == shape(learner)[-3:]             # the stub, its check, 42
+        assert "not written yet" in shape(saved)[-2][0][3] and "NotImplementedError" in saved.cells[-3].source
+        assert execution.is_current(src, learner=True) or before != after
     finally:
         cleanup()
 
@@ -135,9 +149,10 @@ class Item:
         self.fixturenames = list(fixtures)
 
 
-def test_order_puts_the_book_after_every_solution_copy(monkeypatch):
-    """Solution copies (longest first), the module that builds the book, learner copies, the other modules
-    that need the build, then the unit tests: no book test can wait for a notebook taken after it."""
+def test_order_puts_the_book_after_every_notebook_copy(monkeypatch):
+    """Solution copies (longest first), learner copies (the learners' book shows their exercise cells'
+    outputs), the module that builds the book, the other modules that need the build, then the unit
+    tests: no book test can wait for a notebook taken after it."""
     class Cell:
         def __init__(self, stem):
             self.parent = types.SimpleNamespace(path=Path(f"build/nbval/{stem}.ipynb"))
@@ -149,13 +164,13 @@ def test_order_puts_the_book_after_every_solution_copy(monkeypatch):
              Item("test_browser_widgets_course", ["site_url"])]
     nbval_book.pytest_collection_modifyitems(None, None, items)
     names = [i.parent.path.stem if isinstance(i, Cell) else i.module.__name__ for i in items]
-    assert names == ["02_batchnorm", "01_residuals", "00_course_map", "test_browser_book", "01_residuals_learner",
+    assert names == ["02_batchnorm", "01_residuals", "00_course_map", "01_residuals_learner", "test_browser_book",
                      "test_browser_widgets_course", "test_slides", "test_norms"]
     # the longest module that needs the build (LATE_FIRST) builds it, and the long ones go first
     items.append(Item("test_slides_readable", ["decks_url"]))
     nbval_book.pytest_collection_modifyitems(None, None, items)
     names = [i.parent.path.stem if isinstance(i, Cell) else i.module.__name__ for i in items]
-    assert names == ["02_batchnorm", "01_residuals", "00_course_map", "test_slides_readable", "01_residuals_learner",
+    assert names == ["02_batchnorm", "01_residuals", "00_course_map", "01_residuals_learner", "test_slides_readable",
                      "test_browser_widgets_course", "test_browser_book", "test_slides", "test_norms"]
 
 

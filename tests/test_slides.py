@@ -117,10 +117,15 @@ def is_answer(cell) -> bool:
     return cell.cell_type == "markdown" and bool(model.ANSWER.match(cell.source))
 
 
+def is_choices(cell) -> bool:
+    """The cell of a question's choice widget (normlab.predictions.PREDICT_TAG)."""
+    return cell.cell_type == "code" and "normlab-predict" in cell.metadata.get("tags", [])
+
+
 def question_problems(nb: nbformat.NotebookNode) -> list[str]:
-    """Each 先想一想 question: on its slide outside any fragment; every output after it until its answer
-    inside a fragment; the <details> answer a fragment of its own, closed. On a later slide than the
-    question, the outputs are not fragments, nor the answer when it opens the slide (after its title):
+    """Each 先想一想 question: on its slide outside any fragment, its choices with it (issue 36); every
+    output after it until its answer inside a fragment; the <details> answer a fragment of its own,
+    closed. On a later slide than the question, the outputs are not fragments, nor the answer when it opens the slide (after its title):
     going to the slide reveals them (issue 28 item 11: no step that shows the title alone)."""
     problems, in_fragment, open_question = [], False, None
     slide_no, asked_on, content = 0, -1, False
@@ -141,6 +146,9 @@ def question_problems(nb: nbformat.NotebookNode) -> list[str]:
             if in_fragment:
                 problems.append(f"cell {i}: the question itself is hidden in a fragment")
             open_question, asked_on = i, slide_no
+        elif is_choices(cell):
+            if slide_no != asked_on or in_fragment:
+                problems.append(f"cell {i}: the choices of the question in cell {open_question} are not shown with it")
         elif open_question is not None and cell.cell_type == "code" and cell.outputs and not in_fragment and slide_no == asked_on:
             problems.append(f"cell {i}: an output after the question in cell {open_question} is on screen before it is revealed")
         elif open_question is not None and is_answer(cell):
@@ -488,3 +496,20 @@ def test_course_progress_bars_are_text_and_lessons_end_with_a_summary_slide(exec
     assert not missing, f"no {model.SUMMARY_TITLE} slide in {sorted(missing)}"
     if any(p.stem == "02_batchnorm" for p in EXECUTED):
         assert bars >= 30          # 02 alone trains 32 times
+
+
+def test_the_setup_line_and_commit_hashes_go_to_the_notes_a_tall_table_fills_its_slides():
+    """normlab.setup()'s seed line is no slide of its own; a table citing file@commit shows the files,
+    the commits go to the notes (issue 36: 06's model table, half of it hashes); a table alone uses the
+    slide below its title (TABLE_MAX), so 22 rows take fewer slides than at the old 400 px."""
+    hashed = table(22, caption="模型")
+    hashed["data"]["text/html"] = hashed["data"]["text/html"].replace("的名字</td>", "的名字 modeling_x.py @8ec58104</td>")
+    nb, _ = lay_out(notebook(md("# 标题"), code("import normlab\nnormlab.setup()", text("normlab: 随机种子 seed = 0（环境变量 NORMLAB_SEED）· torch 线程 threads = 2\n")),
+                             md("## 表"), code("show()", hashed)))
+    shown = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    notes = "\n".join(c.source for c in nb.cells if kind(c) == "notes")
+    assert not any("随机种子" in layout.output_text(o) for o in shown) and "随机种子 seed = 0" in notes
+    tables = [o["data"]["text/html"] for o in shown if "<table" in o.get("data", {}).get("text/html", "")]
+    assert tables and not any("@8ec58104" in t for t in tables) and "modeling_x.py" in tables[0]
+    assert notes.count("@8ec58104") == 22
+    assert len(tables) < len(layout.split_table(hashed, model.OUTPUT_MAX - 40))

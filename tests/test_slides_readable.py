@@ -1,9 +1,9 @@
 """Slides read from the back of a room (issue 28 items 10, 11) and the book's wide tables (item 13),
 measured in Chromium (Debian's, through Playwright: tests/conftest.py).
 
-- Item 10: at 1280x720, with every fragment shown and every answer opened, each table cell and each
-  block of code or text output on every slide of every deck has a computed font size of at least
-  TABLE_PX / CODE_PX, and each piece of a course widget's own text (labels, values, captions; the
+- Item 10: at 1280x720, with every fragment shown and every answer opened, each table cell (the
+  prediction summary's too, issue 36) and each block of code or text output on every slide of every
+  deck has a computed font size of at least TABLE_PX / CODE_PX, and each piece of a course widget's own text (labels, values, captions; the
   SVG plot excepted) at least WIDGET_PX. The check fails on the CSS the slides had before
   (test_the_size_check_fails_on_the_old_css).
 - Item 11: no exercise slide shows a reference answer or its check's result; no step of a deck shows
@@ -55,7 +55,7 @@ SIZE_CHECK = r"""(limits, R) => {
         const el = n.parentElement;
         if (!n.textContent.trim() || el.closest("aside, script, style, mjx-container, svg")) continue;
         if (!el.checkVisibility({visibilityProperty: true, opacityProperty: true})) continue;
-        const kind = el.closest(".normlab-web") ? "widget" : el.closest("td, th") ? "table" : el.closest("pre") ? "code" : null;
+        const kind = el.closest(".nl-pr-table") ? "table" : el.closest(".normlab-web") ? "widget" : el.closest("td, th") ? "table" : el.closest("pre") ? "code" : null;
         if (!kind) continue;
         counted[kind]++;
         const px = parseFloat(getComputedStyle(el).fontSize);

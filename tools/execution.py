@@ -13,6 +13,7 @@ run execute nothing.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import subprocess
@@ -28,6 +29,7 @@ import notebooks as nbtools  # noqa: E402
 
 ROOT = nbtools.ROOT
 EXECUTED = ROOT / "build" / "executed"
+FIGURES = ROOT / "build" / "figures"
 
 
 # The kernels that execute the notebooks must draw figures as PNG outputs. A caller's MPLBACKEND
@@ -60,10 +62,22 @@ def source_hash(src: Path, text: bytes | None = None) -> str:
     return h.hexdigest()
 
 
-def is_current(src: Path) -> bool:
-    """build/executed/NAME.ipynb exists and was executed from this source and this normlab."""
-    out = EXECUTED / (src.stem + ".ipynb")
+def executed_path(src: Path, learner: bool = False) -> Path:
+    """build/executed/NAME.ipynb (the solution version), or NAME_learner.ipynb (the learner version)."""
+    return EXECUTED / (src.stem + ("_learner" if learner else "") + ".ipynb")
+
+
+def is_current(src: Path, learner: bool = False) -> bool:
+    """The execution (executed_path) exists and was made from this source and this normlab."""
+    out = executed_path(src, learner)
     return out.exists() and nbformat.read(out, 4).metadata.get("normlab_hash") == source_hash(src)
+
+
+def has_answers(src: Path) -> bool:
+    """The source has answers (a learner version that differs from the solution version)."""
+    import jupytext
+
+    return nbtools.has_solutions(jupytext.read(src))
 
 
 # One notebook in a fresh process, through tools/notebooks.py's execute (outputs, figures, timing),
@@ -73,17 +87,20 @@ sys.path.insert(0, sys.argv[1])
 import notebooks
 src = pathlib.Path(sys.argv[2])
 notebooks.SOURCES = src.parent
-sys.exit(1 if notebooks.execute([src.stem]) else 0)
+sys.exit(1 if notebooks.execute([src.stem], learner=sys.argv[3] == "learner") else 0)
 """
 
 
-def execute_all(jobs: int = 2, srcs: list[Path] | None = None) -> list[Path]:
+def execute_all(jobs: int = 2, srcs: list[Path] | None = None, learner: bool = False) -> list[Path]:
     """Execute every course notebook (or each of ``srcs``) that changed, `jobs` at a time, into
-    build/executed/; fail loudly (SystemExit) when a cell raises."""
+    build/executed/; fail loudly (SystemExit) when a cell raises. ``learner``: the learner versions
+    of the notebooks with answers (NAME_learner.ipynb, for the learners' book); returns their paths."""
     srcs = nbtools.sources() if srcs is None else srcs
-    todo = [src for src in srcs if not is_current(src)]
+    if learner:
+        srcs = [src for src in srcs if has_answers(src)]
+    todo = [src for src in srcs if not is_current(src, learner)]
     if len(todo) < len(srcs):
-        kept = [s.stem for s in srcs if s not in todo]
+        kept = [executed_path(s, learner).stem for s in srcs if s not in todo]
         print(f"[normlab] {len(kept)} notebook(s) unchanged since their last execution, reused from "
               f"build/executed/: {', '.join(kept)}")
 
@@ -98,17 +115,17 @@ def execute_all(jobs: int = 2, srcs: list[Path] | None = None) -> list[Path]:
     def run_one(src: Path) -> int:
         # The executor's stderr (the failing cell's traceback) goes to build/logs/NAME.log, so a
         # failed book build can be diagnosed; it is echoed below when the notebook fails.
-        with open(logs / f"{src.stem}.log", "w", encoding="utf-8") as log:
-            return subprocess.call([sys.executable, "-c", RUN_ONE, str(ROOT / "tools"), str(src)],
-                                   cwd=ROOT, stderr=log, env=env)
+        with open(logs / f"{executed_path(src, learner).stem}.log", "w", encoding="utf-8") as log:
+            return subprocess.call([sys.executable, "-c", RUN_ONE, str(ROOT / "tools"), str(src),
+                                    "learner" if learner else "solution"], cwd=ROOT, stderr=log, env=env)
 
     t0 = time.time()
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         codes = list(pool.map(run_one, todo))
-    failed = [s.stem for s, c in zip(todo, codes) if c != 0]
+    failed = [executed_path(s, learner).stem for s, c in zip(todo, codes) if c != 0]
     for src, code in zip(todo, codes):
         if code == 0:
-            out = EXECUTED / (src.stem + ".ipynb")
+            out = executed_path(src, learner)
             nb = nbformat.read(out, 4)
             nb.metadata["normlab_hash"] = source_hash(src)
             nbformat.write(nb, out)
@@ -119,4 +136,18 @@ def execute_all(jobs: int = 2, srcs: list[Path] | None = None) -> list[Path]:
         print(f"[normlab] {stem} failed; last lines of build/logs/{stem}.log:\n  " + "\n  ".join(tail))
     if failed:
         raise SystemExit(f"[normlab] notebook(s) failed to execute: {', '.join(failed)} (logs in build/logs/)")
-    return [EXECUTED / (s.stem + ".ipynb") for s in srcs]
+    return [executed_path(s, learner) for s in srcs]
+
+
+def save_figures(nb, stem: str) -> int:
+    """Each image output as build/figures/NAME-cellK-J.png (as `tools/notebooks.py execute` saves them)."""
+    FIGURES.mkdir(parents=True, exist_ok=True)
+    for old in FIGURES.glob(stem + "-cell*.png"):
+        old.unlink()
+    n = 0
+    for k, cell in enumerate(nb.cells):
+        for j, o in enumerate(cell.get("outputs", [])):
+            if "image/png" in o.get("data", {}):
+                (FIGURES / f"{stem}-cell{k}-{j}.png").write_bytes(base64.b64decode(o["data"]["image/png"]))
+                n += 1
+    return n

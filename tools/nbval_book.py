@@ -17,11 +17,11 @@ tests/ use it. Three jobs:
    or was not run whole, leaves a marker build/executed/NAME.nbval (its status in this run), so that
    the book's fixture (``wait_for_executions``) never waits for it.
 
-2. **Order** (``pytest_collection_modifyitems``). Solution copies first, then the module that builds
-   the book, learner copies, the other modules that need the built book or the executed notebooks
+2. **Order** (``pytest_collection_modifyitems``). Solution copies first, learner copies, then the module
+   that builds the book, the other modules that need the built book or the executed notebooks
    (they use a fixture in BUILD_FIXTURES), and last the unit tests. run.py runs xdist with --dist
    loadscope --no-loadscope-reorder: a worker takes modules in this order and runs them in the order
-   taken, so when a worker reaches a book test every solution copy is done or being run by another
+   taken, so when a worker reaches a book test every notebook copy is done or being run by another
    worker, which runs nothing it took later first: the wait cannot deadlock.
 
 3. **A time budget**: tools/time_budget.py (registered here, in the controller).
@@ -33,7 +33,6 @@ exact; tests/test_runcache.py shows it bit for bit): issue 27 item 2.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import shutil
@@ -50,11 +49,12 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import execution  # noqa: E402
 import notebooks as nbtools  # noqa: E402
+from learner_book import plain_code  # noqa: E402
 from time_budget import RUNCACHE, TimeBudget, group_of  # noqa: E402,F401  (job 3; group_of for its test)
 
 ROOT = execution.ROOT
 EXECUTED = execution.EXECUTED
-FIGURES = ROOT / "build" / "figures"
+FIGURES = execution.FIGURES
 RUNCACHE_VARIABLE = "NORMLAB_RUN_CACHE"   # normlab.runcache.VARIABLE (tools import no normlab at module level)
 SETUP_TAG = "normlab-setup"     # the setup cell normlab.course adds to every exported copy (no source cell)
 BROWSER_FIXTURES = {"browser", "lab"}     # tests that drive Chromium (time budget: "browser tests")
@@ -100,18 +100,21 @@ def read_marker(stem: str) -> dict:
 # --- 1. recording nbval's execution of a solution copy ---------------------------------------------
 
 class Recording:
-    """What one solution copy's nbval run said: every iopub message, and the execute request of each cell."""
+    """What one copy's nbval run said (every iopub message, the execute request of each cell): a solution
+    copy, or a learner copy (the learners' book takes its exercise cells' outputs: tools/learner_book.py)."""
 
-    def __init__(self, src: Path):
+    def __init__(self, src: Path, learner: bool = False):
         import jupytext
 
-        self.src, self.text = src, src.read_bytes()
+        self.src, self.text, self.learner = src, src.read_bytes(), learner
+        self.stem = execution.executed_path(src, learner).stem
         self.hash = execution.source_hash(src, self.text)
-        from normlab.predictions import with_prediction_cells
+        from normlab.predictions import learner_layout, with_prediction_cells
 
         self.nb = with_prediction_cells(jupytext.read(src), src.stem)   # notes included; the 先想一想 choices as exported
         if nbtools.has_solutions(self.nb):
-            self.nb = nbtools.versions(self.nb, learner=False)
+            self.nb = nbtools.versions(self.nb, learner=learner)
+            self.nb = learner_layout(self.nb) if learner else self.nb    # as normlab.course.learner_copy lays it out
         self.messages: list[dict] = []
         self.requests: dict[int, str] = {}          # nbval's cell number -> msg_id of its execute request
         self.failed = ""
@@ -144,7 +147,7 @@ class Recording:
         nb = self.nb
         own = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
         ran = [(k, c) for k, c in enumerate(nbval_cells) if SETUP_TAG not in c.metadata.get("tags", [])]
-        if [c.source for _, c in ran] != [nb.cells[i].source for i in own]:
+        if [plain_code(c.source) for _, c in ran] != [plain_code(nb.cells[i].source) for i in own]:   # 09: a learner copy
             raise ValueError("the copy nbval ran differs from the source (exported before the source changed?)")
         client = NotebookClient(nb, record_timing=False)
         client.reset_execution_trackers()
@@ -172,10 +175,10 @@ class Recording:
         return nbformat.from_dict(nb), sum("image/png" in o.get("data", {}) for i in own for o in nb.cells[i].outputs)
 
     def save(self, nbval_cells: list) -> str:
-        """Write build/executed/NAME.ipynb and its figures; return a problem ("" when none)."""
+        """Write build/executed/NAME.ipynb and its figures (NAME_learner.ipynb: none); return a problem or ""."""
         import jupytext
 
-        stem = self.src.stem
+        stem = self.stem
         try:
             nb, figures = self.notebook(nbval_cells)
         except Exception as err:      # never the run's failure: the book build executes this notebook itself
@@ -184,28 +187,15 @@ class Recording:
                           "the book build will execute it")
             return ""
         draws = any("plt.show()" in c.source for c in nb.cells if c.cell_type == "code")
-        if draws and figures == 0:
+        if draws and figures == 0 and not self.learner:
             write_marker(stem, "failed", "plt.show() drew no figure")
             return f"{stem}: plt.show() drew no figure into the notebook (the book would have none)"
         EXECUTED.mkdir(parents=True, exist_ok=True)
         jupytext.write(nb, EXECUTED / f"{stem}.ipynb")
-        save_figures(nb, stem)
+        if not self.learner:
+            execution.save_figures(nb, stem)
         write_marker(stem, "recorded")
         return ""
-
-
-def save_figures(nb, stem: str) -> int:
-    """Each image output as build/figures/NAME-cellK-J.png (as `tools/notebooks.py execute` saves them)."""
-    FIGURES.mkdir(parents=True, exist_ok=True)
-    for old in FIGURES.glob(stem + "-cell*.png"):
-        old.unlink()
-    n = 0
-    for k, cell in enumerate(nb.cells):
-        for j, o in enumerate(cell.get("outputs", [])):
-            if "image/png" in o.get("data", {}):
-                (FIGURES / f"{stem}-cell{k}-{j}.png").write_bytes(base64.b64decode(o["data"]["image/png"]))
-                n += 1
-    return n
 
 
 OUTPUT_TIMEOUT = 60   # s nbval waits for a cell's next output message after its reply (nbval's own: 5)
@@ -262,8 +252,14 @@ def pytest_runtest_setup(item):
     learner = learner_stem(nbfile.path) if starting else None
     if learner is not None:
         charge("normlab_wait_s", wait_for_solution(learner))
+        marker(f"{learner}_learner").unlink(missing_ok=True)
         with kernel_env({**execution.PREDICT_WAIT, RUNCACHE_VARIABLE: f"replay:{runcache_dir() / learner}"}):
             yield
+        if nbfile.kernel is None:
+            write_marker(f"{learner}_learner", "failed", "the kernel did not start")
+        else:
+            nbfile._normlab_recording = Recording(source_of(Path(learner)), learner=True)
+            nbfile._normlab_recording.listen(nbfile)
         return
     if src is None:
         with kernel_env(execution.PREDICT_WAIT) if starting else contextlib.nullcontext():
@@ -314,7 +310,7 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if report.failed or (report.skipped and call.when == "call"):
         rec.failed = "done"
-        write_marker(rec.src.stem, "failed" if report.failed else "not recorded", f"cell {item.cell_num}: {call.when}")
+        write_marker(rec.stem, "failed" if report.failed else "not recorded", f"cell {item.cell_num}: {call.when}")
         return
     cells = [c for c in item.parent.nb.cells if c.cell_type == "code"]
     if call.when == "call" and item.cell_num == len(cells) - 1:
@@ -325,10 +321,10 @@ def pytest_runtest_makereport(item, call):
 
 
 def recorded_stems(items) -> list[str]:
-    """The solution copies this session runs whole: the notebooks whose executions the book will use."""
+    """The copies this session runs whole (NAME, NAME_learner): the executions the book and the slides use."""
     files = defaultdict(int)
     for item in items:
-        if is_cell(item) and source_of(item.parent.path) is not None:
+        if is_cell(item) and (source_of(item.parent.path) is not None or learner_stem(item.parent.path)):
             files[item.parent] += 1
     return sorted(f.path.stem for f, n in files.items()
                   if n == sum(c.cell_type == "code" for c in f.nb.cells))
@@ -370,9 +366,9 @@ def expected_seconds(stem: str) -> float:
 def pytest_collection_modifyitems(session, config, items):
     """The order of the run, module by module (xdist's loadscope hands them out in this order):
     0. the solution copies, longest first (the sweep's record says how long each runs);
-    1. the first module that needs the built book: the worker that takes it waits for the others' last
+    1. the learner copies (longest first): the learners' book shows the output of their exercise cells;
+    2. the first module that needs the built book: the worker that takes it waits for the others' last
        notebooks and builds the book and the slides, while the others go on with
-    2. the learner copies (longest first);
     3. the other modules that need the build or the executed notebooks (BUILD_FIXTURES);
     4. the other modules (unit tests), short ones last to fill the gaps.
     Longest first (LATE_FIRST of 1 and 3, EARLY_FIRST of 4): no long module runs alone at the end."""
@@ -388,10 +384,10 @@ def pytest_collection_modifyitems(session, config, items):
         if is_cell(item):
             stem = item.parent.path.stem
             return (0, -expected_seconds(stem)) if source_of(item.parent.path) is not None else \
-                (2, -expected_seconds(stem.removesuffix("_learner")) - 1e6)
+                (1, -expected_seconds(stem.removesuffix("_learner")))
         module = getattr(item, "module", None)
         name = module.__name__ if module is not None else ""
-        return (1, 0.0) if name == builder else (3, first.get(name, len(first))) if name in late else \
+        return (2, 0.0) if name == builder else (3, first.get(name, len(first))) if name in late else \
             (4, early.get(name, len(early)))
 
     items[:] = [item for _, item in sorted(enumerate(items), key=lambda p: (rank(p[1]), p[0]))]

@@ -45,8 +45,10 @@ def export(out: Path, keep_existing: bool) -> list[Path]:
     return course.export(out, keep_existing, srcs=sources())
 
 
-def execute(names: list[str], timeout: int = 600) -> int:
-    """Execute notebooks (all when names is empty); save outputs and figures; return failures."""
+def execute(names: list[str], timeout: int = 600, learner: bool = False) -> int:
+    """Execute notebooks (all when names is empty); save outputs and figures; return failures.
+    ``learner``: the learner version of each notebook with answers (the learners' book shows it), saved
+    as NAME_learner.ipynb without figures; a notebook without answers is skipped."""
     import base64
     import time
 
@@ -68,8 +70,14 @@ def execute(names: list[str], timeout: int = 600) -> int:
 
     for src in chosen:
         nb = with_prediction_cells(jupytext.read(src), src.stem)   # the 先想一想 choices, as the export adds them
+        if learner and not has_solutions(nb):
+            continue
         if has_solutions(nb):
-            nb = versions(nb, learner=False)
+            nb = versions(nb, learner=learner)
+        if learner:                   # the learner copy's layout (normlab.course.learner_copy, no setup cell)
+            from normlab.predictions import learner_layout
+            nb = learner_layout(nb)
+        stem = src.stem + ("_learner" if learner else "")
         t0 = time.time()
         try:
             NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(SOURCES)}}).execute()
@@ -77,7 +85,10 @@ def execute(names: list[str], timeout: int = 600) -> int:
         except CellExecutionError as err:
             status, failures = f"FAILED: {str(err).splitlines()[-1] if str(err) else err!r}", failures + 1
             print(f"[normlab] {src.stem}: the failing cell and its traceback:\n{err}", file=sys.stderr)
-        jupytext.write(nb, out / (src.stem + ".ipynb"))
+        jupytext.write(nb, out / (stem + ".ipynb"))
+        if learner:
+            print(f"[normlab] {stem}: {status} in {time.time() - t0:.1f} s")
+            continue
         for old in figs.glob(src.stem + "-cell*.png"):
             old.unlink()
         n = 0

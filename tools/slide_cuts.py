@@ -12,7 +12,8 @@ from pathlib import Path
 import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from slide_model import PROSE_CUT, prose_length, strip_tags, table_height  # noqa: E402
+from slide_model import (CODE_LINE, CODE_PAD, PREDICT_TAG, PROSE_CUT, choices_height, code_block_rows,  # noqa: E402
+                         prose_length, shown_code, shows_alone, strip_tags, table_height)
 
 
 def sentences(text: str) -> list[str]:
@@ -81,6 +82,24 @@ def split_table(out, room: float) -> list:
         for i, rows in enumerate(chunks, 1)]
 
 
+COMMIT = re.compile(r"\s?@[0-9a-f]{7,40}\b")     # file@commit, as the lessons cite code
+
+
+def without_commits(out, notes: list[str]):
+    """A table output that cites code at file@commit (06's models): on the slide its files without the
+    commit hashes, which took half its width and so twice the slides; each row that had them goes
+    to the speaker notes whole."""
+    html = out.get("data", {}).get("text/html", "")
+    html = "".join(html) if isinstance(html, list) else html
+    if "<table" not in html or not COMMIT.search(html):
+        return out
+    rows = [" | ".join(strip_tags(c).strip() for c in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row, re.S))
+            for row in re.findall(r"<tr.*?</tr>", html, re.S) if COMMIT.search(row)]
+    notes.append("出处和提交号 (sources at their commits)：\n\n" + "\n".join(f"- {row}" for row in rows))
+    data = dict(out["data"], **{"text/html": COMMIT.sub("", html)})
+    return nbformat.v4.new_output("display_data", data=data)
+
+
 FIGURE_REF = re.compile(r"(?<![页面的])([左右上下中])图")
 
 
@@ -113,3 +132,26 @@ def point_to_figures(cells: list) -> int:
                 cell.source, n = FIGURE_REF.subn(lambda m: where + m.group(0), cell.source)
                 rewritten += n
     return rewritten
+
+
+def split_answer(source: str) -> tuple[str, str]:
+    """A markdown cell that starts with a <details> answer: (the answer, the markdown after it)."""
+    depth = 0
+    for m in re.finditer(r"<details\b|</details>", source):
+        depth += -1 if m.group(0) == "</details>" else 1
+        if depth == 0:
+            return source[:m.end()], source[m.end():]
+    return source, ""
+
+
+def next_input_height(cells, i: int) -> float:
+    """The height the code cell after a question will take on the question's slide (its input)."""
+    for cell in cells[i + 1:]:
+        if cell.cell_type == "code" and PREDICT_TAG in cell.metadata.get("tags", []):
+            return choices_height(cell.source)
+        if cell.cell_type == "code":
+            figure = any(shows_alone(o) for o in cell.get("outputs", []))
+            return 0 if figure else CODE_LINE * code_block_rows(shown_code(cell.source)) + CODE_PAD
+        if cell.metadata.get("slideshow", {}).get("slide_type") != "notes":
+            return 0
+    return 0

@@ -18,10 +18,11 @@ from pathlib import Path
 import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from slide_cuts import cut_prose, cut_row, point_to_figures, sentences, split_table  # noqa: E402,F401
+from slide_cuts import (cut_prose, cut_row, next_input_height, point_to_figures, sentences,  # noqa: E402,F401
+                        split_answer, split_table, without_commits)
 from slide_model import (ANSWER, CODE_CUT, CODE_HEAD, CODE_LINE, CODE_PAD, FENCED_WIDTH, OUTPUT_CUT, OUTPUT_MAX,  # noqa: E402
-                         QUESTION, SLIDE_CODE, SLIDE_PROSE, SLIDE_ROOM, SLIDE_TEXT, SUMMARY_HEADING,
-                         SUMMARY_TITLE, code_block_rows, code_head, code_lines, join_units, markdown_units,
+                         PREDICT_TAG, QUESTION, SLIDE_CODE, SLIDE_PROSE, SLIDE_ROOM, SLIDE_TEXT, SUMMARY_HEADING,
+                         SUMMARY_TITLE, TABLE_MAX, choices_height, code_block_rows, code_head, code_lines, join_units, markdown_units,
                          output_chars, output_height, prose_length, shown_code, shows_alone, strip_tags,
                          table_height, text_chars, unit_height, unit_prose, unit_text, visible_prose)
 
@@ -250,6 +251,22 @@ class SlideLayout:
         self.notes.append("完整输出 (full output)：\n\n" + md)
         return nbformat.v4.new_output("display_data", data={"text/markdown": join_units(kept), "text/plain": ""})
 
+    # -- a prompt's choices
+    def choices(self, cell) -> None:
+        """The choice widget under a 先想一想 question: on the question's slide, shown with it (choosing is
+        part of the question, not a step of its answer; the question reserved its height)."""
+        height = choices_height(cell.source)
+        self.before_content()
+        if not self.fits(0, 0, height) and self.started():
+            self.overflow()
+        self.flush()
+        shown = nbformat.v4.new_code_cell("")
+        shown.metadata["tags"] = ["slides-hide-input", PREDICT_TAG]
+        shown.outputs = slide_outputs(cell)
+        self.emit(shown)
+        self.height += height
+        self.content = True
+
     # -- an exercise's answer (tools/slides.py mark_exercises)
     def exercise(self, cell, learner: str, question: bool) -> None:
         """A cell that holds an exercise's answer: the slide shows what the learners have (the learner
@@ -273,6 +290,9 @@ class SlideLayout:
         for out in [o for o in outputs if REFERENCE_PASSED in output_text(o)]:   # a check on the reference answer
             outputs.remove(out)
             self.notes.append("参考答案的检查结果 (the check on the reference answer)：\n\n```text\n" + output_text(out).strip() + "\n```")
+        for out in [o for o in outputs if output_text(o).startswith(SETUP_BANNER)]:    # the seed and threads: notes
+            outputs.remove(out)
+            self.notes.append("```text\n" + output_text(out).strip() + "\n```")
         figure = any(shows_alone(o) for o in outputs)
         self.before_content()
         if cell.source.strip() and not figure and "slides-hide-input" not in cell.metadata.get("tags", []):
@@ -300,7 +320,7 @@ class SlideLayout:
             if shown[-1:] == [CODE_CUT]:
                 self.notes.append("完整代码 (full code)：\n\n```python\n" + cell.source.rstrip() + "\n```")
         first = True
-        for out in [piece for out in outputs for piece in split_table(out, OUTPUT_MAX - 40)]:
+        for out in [piece for out in outputs for piece in split_table(without_commits(out, self.notes), TABLE_MAX - 20)]:
             out = self.text_head(out)
             height, chars = output_height(out), output_chars(out)
             if not self.fits(0, 0, height, chars) and self.started():
@@ -320,6 +340,8 @@ class SlideLayout:
 # What a passing check (normlab.exercises, normlab.drills) says: on the slides the reference answer's
 # "通过 PASSED" is for the speaker view only; while the class works, the screen shows the exercise.
 REFERENCE_PASSED = "通过 PASSED"
+# normlab.setup()'s line (seed, threads; normlab/env.py): for the speaker, not a slide of its own in every deck.
+SETUP_BANNER = "normlab: 随机种子 seed ="
 
 
 def output_text(out) -> str:
@@ -363,30 +385,11 @@ def slide_types(nb: nbformat.NotebookNode) -> SlideLayout:
             asks = any(QUESTION.match(text) for k, text in markdown_units(cell.source) if k == "para")
             layout.markdown(cell.source, question_ahead=next_input_height(nb.cells, i) if asks else 0)
             question = question or asks
+        elif cell.cell_type == "code" and PREDICT_TAG in cell.metadata.get("tags", []):
+            layout.choices(cell)
         elif cell.cell_type == "code":
             layout.code(cell, question)
     layout.finish()
     nb.cells = layout.cells
     point_to_figures(nb.cells)
     return layout
-
-
-def split_answer(source: str) -> tuple[str, str]:
-    """A markdown cell that starts with a <details> answer: (the answer, the markdown after it)."""
-    depth = 0
-    for m in re.finditer(r"<details\b|</details>", source):
-        depth += -1 if m.group(0) == "</details>" else 1
-        if depth == 0:
-            return source[:m.end()], source[m.end():]
-    return source, ""
-
-
-def next_input_height(cells, i: int) -> float:
-    """The height the code cell after a question will take on the question's slide (its input)."""
-    for cell in cells[i + 1:]:
-        if cell.cell_type == "code":
-            figure = any(shows_alone(o) for o in cell.get("outputs", []))
-            return 0 if figure else CODE_LINE * code_block_rows(shown_code(cell.source)) + CODE_PAD
-        if cell.metadata.get("slideshow", {}).get("slide_type") != "notes":
-            return 0
-    return 0

@@ -33,6 +33,7 @@ PROSE_LINE, PROSE_CHARS = 40.6, 38   # 28px prose, line-height 1.45; Chinese cha
 CODE_LINE, CODE_PAD = 26.0, 33       # 20px code and text outputs, line-height 1.3; a code cell's padding
 IMG_WIDTH, IMG_MAX = 1180, 500       # a figure fills the width, at most IMG_MAX high
 OUTPUT_MAX = 440      # a longer output scrolls inside a box this high (SLIDE_CSS)
+TABLE_MAX = 540       # an output that is a table alone: its box may take the slide below its title (SLIDE_CSS)
 WIDGET_HEIGHT = 610   # the axes explorer, the tallest course widget: alone on its slide, under its title
 # Nothing is cut at the slide's right edge (SLIDE_CSS): code soft-wraps, a line longer than the slide
 # going on below it, CODE_HANG columns right of its own indent (wrap_code_lines); text outputs wrap
@@ -284,11 +285,24 @@ def strip_tags(html: str) -> str:
 
 
 def table_height(html: str) -> float:
-    """An HTML table in an output (TABLE_PX, line-height 1.4; columns sized to their content)."""
+    """An HTML table in an output (TABLE_PX, line-height 1.4), its columns sized as a browser's automatic
+    table layout does: each column gets at least its longest word (min) and, across the slide, the rest
+    in proportion to what its widest cell lacks (max - min); a row is as high as its tallest cell."""
     h = 29 * wrapped_lines(strip_tags(m.group(1)), TABLE_PX) + 8 if (m := re.search(r"<caption>(.*?)</caption>", html, re.S)) else 0
-    for row in re.findall(r"<tr.*?</tr>", html, re.S):
-        cells = [strip_tags(c) for c in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row, re.S)]
-        lines = max(1, math.ceil(sum(text_px(c, TABLE_PX) + 20 for c in cells) / (0.8 * WIDTH)))
+    rows = [[strip_tags(c) for c in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row, re.S)]
+            for row in re.findall(r"<tr.*?</tr>", html, re.S)]
+    most: dict[int, float] = {}
+    least: dict[int, float] = {}
+    for cells in rows:
+        for i, c in enumerate(cells):
+            most[i] = max(most.get(i, 0.0), text_px(c, TABLE_PX))
+            least[i] = max([least.get(i, 0.0)] + [text_px(w, TABLE_PX) for w in re.split(r"\s+|(?<=%s)" % WIDE.pattern, c)])
+    room = WIDTH + 40 - 20 * len(most)       # an output table spans the slide (1190 px), 20 px of padding a cell
+    lack = sum(most.values()) - sum(least.values())
+    spare = min(1.0, max(0.0, room - sum(least.values())) / lack) if lack else 0.0
+    share = {i: least[i] + spare * (most[i] - least[i]) for i in most}
+    for cells in rows:
+        lines = max([math.ceil(text_px(c, TABLE_PX) / share[i]) if share[i] else 1 for i, c in enumerate(cells)] + [1])
         h += 1.4 * TABLE_PX * lines + 9
     return h + 10
 
@@ -339,7 +353,30 @@ def output_height(out) -> float:
     else:
         text = out.get("text", "") if out.get("output_type") == "stream" else data.get("text/plain", "")
         h = CODE_LINE * text_rows("".join(text).rstrip("\n")) + 30
-    return min(h, OUTPUT_MAX + 20)
+    alone = html.lstrip().startswith("<table") and html.rstrip().endswith("</table>")
+    return min(h, (TABLE_MAX if alone else OUTPUT_MAX) + 20)
+
+
+PREDICT_TAG = "normlab-predict"   # normlab.predictions.PREDICT_TAG: the cell of a prompt's choices
+CHOICES_WIDTH = 900   # px of a row of option buttons (18px text) in the choice widget
+
+
+def choices_height(source: str) -> float:
+    """Height of a prompt's choice widget (``predict.ask("01", "depth-std")``): its title, its option
+    buttons in rows of CHOICES_WIDTH px, its status line."""
+    import re as _re
+
+    from normlab.predictions import entry
+
+    lesson, pid = _re.search(r'predict\.ask\("([^"]+)",\s*"([^"]+)"\)', source).groups()
+    rows, x = 1, 0.0
+    for option in entry(lesson, pid)["options"]:
+        w = 18 * text_length(f"(A) {option}") + 40
+        if x and x + min(w, CHOICES_WIDTH) > CHOICES_WIDTH:
+            rows, x = rows + 1, 0.0
+        rows += int(w // CHOICES_WIDTH)
+        x += min(w, CHOICES_WIDTH) + 10
+    return 75 + 36 * rows      # measured in Chromium: 104 px for one row of options
 
 
 def shows_alone(out) -> bool:

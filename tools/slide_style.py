@@ -40,9 +40,13 @@ SLIDE_CSS = """
 .reveal .jp-OutputArea-output.jp-RenderedHTMLCommon li { font-size: 20px; line-height: 1.4; }
 .reveal .jp-OutputArea-output table, .reveal .jp-OutputArea-output td, .reveal .jp-OutputArea-output th { font-size: 20px; line-height: 1.4; }
 .reveal .jp-OutputArea-output:has(.normlab-web) { max-height: none; overflow: visible; }
+.reveal .jp-OutputArea-output:has(> table:only-child) { max-height: 560px; }   /* a table alone: slide_model.TABLE_MAX */
+.reveal .jp-OutputArea-output.jp-RenderedImage { max-height: none; overflow: visible; }   /* a figure is never cut */
 .reveal .normlab-web, .reveal .normlab-web select, .reveal .normlab-web label { font-size: 20px; }
 /* a widget's own text (labels, values, captions, notes; not its SVG plot) at least 18px from the back of a room */
 .reveal .normlab-web *:not(svg, svg *) { font-size: 18px !important; line-height: 1.25; }
+/* the prediction summary is a table: 20px like every other table on a slide */
+.reveal .normlab-web .nl-pr-table :is(th, td, td *) { font-size: 20px !important; line-height: 1.3; }
 .reveal pre.normlab-progress { font-size: 20px; line-height: 1.25; color: #2e7d32; }
 .reveal .slides section .fragment { transition: none; }
 .reveal details { border-left: 4px solid #2e7d32; padding-left: 12px; }

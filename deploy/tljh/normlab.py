@@ -34,3 +34,15 @@ c.Spawner.cmd = ["/bin/sh", "-c", SERVER_START, "normlab-singleuser"]  # noqa: F
 c.Spawner.default_url = "/lab/tree/normlab-course/00_course_map.ipynb"  # noqa: F821
 # One torch thread per kernel: many kernels share the cores (the sizing in deploy/sizing.json).
 c.Spawner.environment = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUTF8": "1"}  # noqa: F821
+
+# ---- The class service (issue 39): live prediction polls and the teacher's view. Its configuration is
+# written by the course itself (normlab/classroom/hubconfig.py); its SQLite file stays on the server's
+# disk across restarts. Teachers: members of the hub group "normlab-teachers" (the hub's admin page).
+# On where TLJH is installed (/opt/tljh), or wherever NORMLAB_CLASSROOM=on; NORMLAB_CLASSROOM=off turns it off.
+import subprocess  # noqa: E402
+
+if os.environ.get("NORMLAB_CLASSROOM", "on" if os.path.isdir("/opt/tljh") else "off") == "on":
+    exec(subprocess.run([f"{USER_ENV}/python", "-m", "normlab.classroom.hubconfig", "--python", f"{USER_ENV}/python",
+                         "--db", os.environ.get("NORMLAB_CLASSROOM_DB", "/srv/normlab/classroom.sqlite")],
+                        check=True, capture_output=True, text=True).stdout)
+# ---- end of the class service ----

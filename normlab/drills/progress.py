@@ -32,6 +32,7 @@ files, which nothing here reads or writes.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 import unicodedata
@@ -271,6 +272,10 @@ def record(report) -> None:
     never the report."""
     if not _enabled or is_blank(report):
         return
+    # The class service's client listens here when a hub runs it (normlab/classroom/client.py); else no-op.
+    logging.getLogger("normlab.events").info("drill %s %s", report.kind, report.passed, extra={"normlab_event": {
+        "kind": "drill", "card": report.kind, "level": report.level, "passed": report.passed_at(),
+        "seconds": None if report.clock_running else report.elapsed}})
     path = progress_file()
     if path is None:
         return

@@ -19,6 +19,7 @@ guarded call); nothing imports it but notebooks and tests.
 from __future__ import annotations
 
 import importlib
+import logging
 
 from .base import REGISTRY, Exercise, ExerciseReport, Finding, exercise, list_for, run
 
@@ -36,7 +37,11 @@ del _name
 def check(id: str, answer: object) -> ExerciseReport:
     """Check ``answer`` against exercise ``id`` ("02.1"); returns a report, never raises for a
     mistake in the answer."""
-    return run(id, answer)
+    report = run(id, answer)
+    # The class service's client listens here when a hub runs it (normlab/classroom/client.py); else no-op.
+    logging.getLogger("normlab.events").info("check %s %s", id, report.passed, extra={"normlab_event": {
+        "kind": "check", "id": id, "passed": report.passed, "findings": [f.id for f in report.failed]}})
+    return report
 
 
 __all__ = ["check", "list_for", "exercise", "REGISTRY", "Exercise", "ExerciseReport", "Finding"]

@@ -138,15 +138,19 @@ def static_grid(image_shape: Sequence[int] = (3, 4, 2, 2), text_shape: Sequence[
     unknown = [n for n in norms if n not in NORMS]
     if unknown or not norms:
         raise ValueError(f"norms 应取自 {NORMS}（至少一个），实际收到 {list(norms)}。(unknown norm)")
-    fig, axes = plt.subplots(len(norms), 2, figsize=(12, 2.5 * len(norms) + 1.2), layout="constrained",
-                             squeeze=False)
+    wide = len(norms) > 2       # the overview of every norm: two norms a row (a 16:9 slide's shape, issue 36)
+    rows = -(-len(norms) // 2) if wide else len(norms)
+    fig, axes = plt.subplots(rows, 4 if wide else 2, figsize=(17, 2.75 * rows + 0.7) if wide else (12, 2.5 * rows + 1.2),
+                             layout="constrained", squeeze=False)
+    for ax in axes.flat[2 * len(norms):]:
+        ax.set_axis_off()
     for i, norm in enumerate(norms):
         for j, layout in enumerate(LAYOUTS):
             ids = groups(norm, shapes[layout], layout, num_groups)
             a0, a1, a2 = AXES[layout]
             kind = "图像 image" if layout == "image" else "文本 text"
             g = f"G={num_groups}, " if norm == "groupnorm" else ""
-            draw_blocks(axes[i, j], ids, layout, cells[layout], fontsize=11,
+            draw_blocks(axes[i // 2, 2 * (i % 2) + j] if wide else axes[i, j], ids, layout, cells[layout], fontsize=11,
                         title=f"{LABELS[norm]}\n{kind} ({a0}, {a1}, {a2}) · {g}{int(ids.max()) + 1} 组统计量")
     fig.suptitle("每种归一化：蓝色格子共用红框格子的均值和方差；黑线分开不同的组", fontsize=14)
     return fig
