@@ -242,8 +242,9 @@ def learner_layout(nb):
     of its markdown cell (a saved output would do in JupyterLab, but nbval fails a cell that has
     outputs and was never run); the code cells after the choice cell, up to its
     answer fold (the markdown cell with its marker; or the next prompt), are collapsed and start with
-    HIDDEN_LINE; the markdown cell right after the fold, when it only discusses the result, becomes a
-    fold locked like the answer (``discussion_fold``). Cells are neither added nor removed (nbval_book
+    HIDDEN_LINE; every markdown cell after the fold that only discusses the result (up to the next heading
+    or prompt, across the figure and table cells between them) becomes a fold locked like the answer
+    (``discussion_fold``). Cells are neither added nor removed (nbval_book
     maps cells by position). Idempotent."""
     pending, pending_key, after_fold, prompt_cell = None, "", False, None
     for cell in nb.cells:
@@ -257,10 +258,13 @@ def learner_layout(nb):
                 prompt_cell.source = f"{prompt_cell.source.rstrip()}\n\n{choices_line(e)}"
             pending_key = f"{lesson}.{pid}"
             pending, after_fold = answer_class(pending_key), False
+        elif after_fold and cell.cell_type == "code":
+            pass                                 # a figure or table of the result: it runs only after the guess
         elif after_fold:
-            if _is_discussion(cell) and DISCUSSION_CLASS not in cell.source:
+            if not _is_discussion(cell):         # a heading or the next prompt ends the discussion
+                after_fold = False
+            elif DISCUSSION_CLASS not in cell.source:
                 cell.source = discussion_fold(cell.source, pending_key)
-            after_fold = False
         elif pending and cell.cell_type == "markdown":
             after_fold = pending in cell.source and not re.search(r"</details>\s*\S", cell.source)
             if pending in cell.source or prompt_texts(cell.source):

@@ -623,6 +623,31 @@ def test_the_discussion_after_a_fold_waits_for_the_guess_too(exported):
     assert wrapped >= 20
 
 
+def test_every_discussion_up_to_the_next_heading_waits_for_the_guess(exported):
+    """A discussion that goes on after a figure or table cell of the result (the fresh prompt-region
+    review found 03 §3 "…按 1/L 缩小…", 04 §5 "一定更慢", 06 §3-4, 07 §3 shown before the guess) is locked
+    too: every markdown cell after an answer fold, up to the next heading or prompt, is a discussion fold."""
+    import nbformat
+
+    seen = set()
+    for f in sorted(exported.glob("*_learner.ipynb")):
+        after = False
+        for c in nbformat.read(f, as_version=4).cells:
+            if c.cell_type != "markdown":
+                continue
+            text = c.source
+            if "nl-answer-for" in text and "nl-discussion" not in text:
+                after = not re.search(r"</details>\s*\S", text)
+            elif re.search(r"^#{1,6} ", text, re.M) or "**先想一想**" in text:
+                after = False
+            elif after:
+                assert DISCUSSION.match(text), (f.name, text[:120])
+                seen.add(f.name)
+    assert {"03_layernorm_learner.ipynb", "04_rmsnorm_learner.ipynb", "06_placement_learner.ipynb"} <= seen
+    four = (exported / "04_rmsnorm_learner.ipynb").read_text(encoding="utf-8")
+    assert "一定更慢" not in four.split("nl-discussion")[0]
+
+
 def test_summary_shows_an_answer_only_for_a_guessed_prompt(tmp_path, monkeypatch):
     monkeypatch.setenv("NORMLAB_PREDICTIONS", str(tmp_path / "p.json"))
     from normlab.widgets import predict
