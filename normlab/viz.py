@@ -22,7 +22,7 @@ import unicodedata
 import sys
 from collections.abc import Sequence
 from functools import lru_cache, partial
-from importlib import util as importlib_util
+from importlib import import_module, util as importlib_util
 from pathlib import Path
 
 import matplotlib as mpl
@@ -133,7 +133,8 @@ def _display_readable() -> None:
     if not shell or not hasattr(shell, "display_formatter"):
         return
     from matplotlib.figure import Figure
-    mpl.get_backend()            # the inline backend registers its formatter now, not after ours
+    if "inline" in mpl.get_backend():     # its first import registers its formatter: now, not after ours
+        import_module("matplotlib_inline.backend_inline")
     png = shell.display_formatter.formatters["image/png"]
     original = png.lookup_by_type(Figure) if Figure in png.type_printers else None
     if original is None or getattr(original, "normlab_readable", False):
