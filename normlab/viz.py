@@ -32,6 +32,7 @@ from matplotlib import font_manager
 # high, scaled to fit) and the smallest text it may show there, read from the back of a room (issue 36).
 PROJECTED_BOX = (1180, 500)
 PROJECTED_MIN_PX = 18
+READABLE_MAX_PT = 17             # above this floor a figure is too tall or wide for its text: left as drawn
 PNG_TEXT_KEY = "normlab-text"     # the PNG's tEXt chunk: {"min_pt": ..., "dpi": ...}
 
 SYSTEM_CJK_FONTS = (
@@ -101,8 +102,13 @@ def shown_texts(fig) -> list:
 
 def readable(fig, dpi: float | None = None) -> float:
     """Raise every text of ``fig`` smaller than ``projected_floor`` to it (tick labels through
-    tick_params, as ticks are made again at each draw); returns the smallest size then, in points."""
+    tick_params, as ticks are made again at each draw); returns the smallest size then, in points.
+    A figure whose floor is above READABLE_MAX_PT (a 3x2 grid of panels 8 inches high) is left as it is:
+    text that large would overlap its panels; such a figure needs a smaller figsize or fewer panels
+    (the slides' test reports it)."""
     floor = projected_floor(fig, dpi)
+    if floor > READABLE_MAX_PT:
+        return min((t.get_fontsize() for t in shown_texts(fig)), default=floor)
     for ax in fig.axes:
         for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
             labels = axis.get_ticklabels(which="both")
