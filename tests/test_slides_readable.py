@@ -9,6 +9,8 @@ measured in Chromium (Debian's, through Playwright: tests/conftest.py).
 - Item 11: no exercise slide shows a reference answer or its check's result; no step of a deck shows
   a title alone before its figure; no slide says 左图/右图 without a figure on it; no slide holds more
   than SLIDE_TEXT characters of text (all of it shown: code, outputs, opened answers).
+- Issue 36: every figure's smallest text (normlab.viz records it in the PNG) shows at FIGURE_PX or more
+  on the slide (FIGURE_CHECK, in the same walk); the check fails on a figure drawn as before.
 - Item 13: the book's errata index (09) fits its column at 1366 px: nothing clipped, its last column
   课程章节 on screen.
 """

@@ -1,7 +1,8 @@
 """The slides' layout: one idea per slide (issue 18), the splitting rules.
 
 The executed notebook is laid out as a reveal.js deck that reads well projected at 1280x720:
-at most SLIDE_PROSE of visible prose and SLIDE_CODE lines of code per slide, content kept within the
+at most SLIDE_PROSE of visible prose (a list of short items counts apart, at most SLIDE_LIST: issue 36)
+and SLIDE_CODE lines of code per slide, content kept within the
 slide's height (estimated by tools/slide_model.py; tests/test_browser_book.py measures it in Chromium),
 each "先想一想" question on screen before its answer (the experiment's output and the <details> answer
 are reveal fragments), training progress bars as their final text, and each lesson's 面试要点 as its
