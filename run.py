@@ -6,6 +6,10 @@
 
     python3 run.py book      # 离线构建静态网页版课程 build/book/html/index.html
     python3 run.py slides    # 为每课生成 reveal.js 幻灯片 build/slides/*.slides.html
+    python3 run.py drills layernorm my_ln.py   # 面试手撕检查器（不用激活 .venv）；--progress 进度表，--help 每张卡片要写什么
+
+教师 (teachers)：教师指南 book/instructor.md（90 分钟课案、作业、评分）；python3 run.py book --teacher
+构建带答案和教师指南的教师版网页书；deploy/ 是班级服务器（JupyterHub）的部署文件（见 deploy/README.md）。
 
     python3 run.py course --reset 03      # 把 workspace/ 里第 03 课恢复原样（旧副本移到 workspace/.backup/）
     python3 run.py course --reset-all     # 全部恢复原样，包括你写的练习答案（同样先备份）
@@ -26,7 +30,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import locale
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -288,8 +294,9 @@ def ensure_env(extras: tuple[str, ...] = COURSE_EXTRAS, torch_override: str | No
     if not py.exists():
         say(f"创建虚拟环境 {VENV.relative_to(ROOT) if VENV.is_relative_to(ROOT) else VENV}/ "
             "(creating the virtual environment) ...")
-        if run([BASE_PYTHON, "-m", "venv", VENV]) != 0:
-            say("无法创建虚拟环境：请确认已安装 python3-venv。(could not create the venv; is python3-venv installed?)")
+        failed = create_venv(BASE_PYTHON, VENV)
+        if failed:
+            say(failed)
             sys.exit(1)
     have, have_torch = read_stamp()
     switch = override != "auto" and have_torch and torch_choice(override)[0] != have_torch
@@ -334,6 +341,26 @@ def ensure_env(extras: tuple[str, ...] = COURSE_EXTRAS, torch_override: str | No
     STAMP.write_text(f"{wanted_stamp()}\n{','.join(extras)}\n{got}\n", encoding="utf-8")
     say(f"环境就绪 (environment ready) in {time.time() - t0:.0f} s · torch {build}")
     return py
+
+
+def create_venv(python: str, where: Path, *options: str) -> str | None:
+    """`python -m venv where`; None when it worked, else what went wrong, said from what venv printed:
+    python3-venv missing (Debian/Ubuntu) only when that is what it says."""
+    p = subprocess.run([python, "-m", "venv", *options, str(where)], capture_output=True, cwd=ROOT)
+    if p.returncode == 0:
+        return None
+    utf8 = os.environ.get("PYTHONUTF8") == "1"
+    said = (p.stdout + p.stderr).decode("utf-8" if utf8 else locale.getpreferredencoding(False), errors="replace")
+    last = "\n".join(said.strip().splitlines()[-6:])
+    if "No module named venv" in said or "ensurepip" in said and "not available" in said or \
+            "No module named ensurepip" in said:
+        return ("无法创建虚拟环境：这个 Python 没有 venv / ensurepip 模块，Debian/Ubuntu 上请安装 python3-venv"
+                f"（sudo apt-get install python3-venv）。(venv or ensurepip is missing)\n{last}")
+    if "surrogates not allowed" in said:
+        return (f"无法创建虚拟环境：文件夹 {where} 的名字不是 UTF-8 编码的字节，而 Python 处在 UTF-8 模式 (PYTHONUTF8=1)："
+                "名字里的字节变成了 UTF-8 文本文件（pyvenv.cfg）写不下的代理字符 (surrogates)。取消 PYTHONUTF8 再运行，"
+                f"或把仓库放进名字是 UTF-8 或 ASCII 的文件夹。(the folder's name is not UTF-8 and UTF-8 mode is on)\n{last}")
+    return f"无法创建虚拟环境 (python -m venv failed)，它的输出：\n{last}"
 
 
 def configure_jupyter() -> None:
@@ -431,14 +458,38 @@ def cmd_course(args: list[str]) -> int:
            f"--LabApp.default_url=/lab/tree/{FIRST_NOTEBOOK}.ipynb"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
-    cmd += args
+    shell, env = course_terminals(os.environ)
+    cmd += shell + args
     # No OMP_WAIT_POLICY here: alone (a learner's usual case) the default is fastest (05: 23 s, against
     # 50 s with PASSIVE). Under contention spin-waits cost far more (60 steps of 01: 99 s vs 1.5 s), so
     # the lessons' small training loops run on one torch thread instead (normlab.train, threads=1).
     if IS_WINDOWS:
-        return run(cmd)
+        return run(cmd, env=env)
     os.chdir(ROOT)
-    os.execv(str(cmd[0]), [str(c) for c in cmd])  # JupyterLab takes over this process (Ctrl-C stops it)
+    os.execve(str(cmd[0]), [str(c) for c in cmd], env)  # JupyterLab takes over this process (Ctrl-C stops it)
+
+
+def course_terminals(environ) -> tuple[list[str], dict[str, str]]:
+    """JupyterLab's options and environment for terminals that run the course's Python: the venv's
+    bin/ (Scripts\\ on Windows) first on PATH, so `python -m normlab.drills --help` works in a Terminal
+    opened from the course's JupyterLab. The shell is named (jupyter_server_terminals otherwise starts a
+    login shell when its output is no terminal, and a login shell's /etc/profile resets PATH); bash
+    reads the learner's ~/.bashrc first and then puts the venv first again (a conda init line there
+    would otherwise win)."""
+    bindir = str(venv_bin("python").parent)
+    env = dict(environ, PATH=bindir + os.pathsep + environ.get("PATH", ""), VIRTUAL_ENV=str(VENV))
+    if IS_WINDOWS:
+        return [], env
+    shell = environ.get("SHELL") or shutil.which("sh") or "/bin/sh"
+    argv = [shell]
+    if Path(shell).name == "bash":
+        rc = ROOT / "build" / "jupyter" / "terminal.bashrc"
+        rc.parent.mkdir(parents=True, exist_ok=True)
+        rc.write_text("# run.py course: the learner's own ~/.bashrc, then the course's environment first on PATH\n"
+                      '[ -f ~/.bashrc ] && . ~/.bashrc\n'
+                      f'export PATH={shlex.quote(bindir)}":$PATH"\n', encoding="utf-8")
+        argv += ["--rcfile", str(rc)]
+    return [f"--ServerApp.terminado_settings=shell_command={json.dumps(argv)}"], env
 
 
 # Three pytest workers, on two cores too: with two, the CPU was busy 71% of the run (490 s of CPU in
@@ -465,7 +516,8 @@ def cmd_test(args: list[str]) -> int:
     # thread each. Two OpenMP pools of two threads on two cores spin against each other and run
     # many times slower than one thread each.
     env = dict(os.environ, MPLBACKEND="Agg", PYTHONHASHSEED="0", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
-               NORMLAB_DRILLS_FILE="off")   # test runs never write a learner's drill progress
+               NORMLAB_DRILLS_FILE="off",   # test runs never write a learner's drill progress
+               NORMLAB_PREDICT_WAIT="0")    # nor stop at a 先想一想 nobody answers (the lab tests' server does)
     # Bytecode caches (__pycache__/, ignored by git) even where PYTHONDONTWRITEBYTECODE is set: without
     # them each of the ~100 processes a run starts (kernels, command lines, servers) compiles normlab's
     # modules again, and every nested pytest rewrites its test modules' asserts again (issue 27).
@@ -528,12 +580,48 @@ def cmd_slides(args: list[str]) -> int:
     return code
 
 
-COMMANDS = {"course": cmd_course, "test": cmd_test, "book": cmd_book, "slides": cmd_slides, "freeze": cmd_freeze,
-            "sweep": cmd_sweep}
+def drills_prog(cwd: Path | None = None) -> str:
+    """The command that starts the drill checker from where this one runs: `python3 run.py drills`
+    (`py run.py drills` on Windows), with run.py's path when the shell is elsewhere."""
+    cwd = Path.cwd() if cwd is None else cwd
+    script = "run.py" if cwd.resolve() == ROOT else str(ROOT / "run.py")
+    if " " in script:
+        script = f'"{script}"'
+    return f"{'py' if IS_WINDOWS else 'python3'} {script} drills"
+
+
+def cmd_drills(args: list[str]) -> int:
+    """The interview-drill checker (normlab.drills) in the venv, from a plain shell with nothing activated:
+    `python3 run.py drills layernorm my_ln.py`, `--progress`, `--help`. FILE paths are read from the
+    shell's own folder; what the checker prints as its command is this one (NORMLAB_DRILLS_PROG)."""
+    py = ensure_env()
+    env = dict(os.environ, NORMLAB_DRILLS_PROG=drills_prog())
+    return subprocess.call([str(py), "-m", "normlab.drills", *args], env=env)
+
+
+COMMANDS = {"course": cmd_course, "test": cmd_test, "book": cmd_book, "slides": cmd_slides, "drills": cmd_drills,
+            "freeze": cmd_freeze, "sweep": cmd_sweep}
+
+
+def utf8_mode_helps(paths: tuple[Path, ...] | None = None, windows: bool = IS_WINDOWS) -> bool:
+    """Whether UTF-8 mode suits the course's paths: always on Windows (file names are Unicode there),
+    on POSIX where the repository's and the shell's folders are named in UTF-8 (or ASCII) bytes. A folder
+    named in the locale's own other encoding (GB18030 bytes under a zh_CN.GB18030 locale) would be
+    decoded into surrogates in UTF-8 mode, which no UTF-8 text file (the venv's pyvenv.cfg) can hold;
+    without UTF-8 mode Python reads it in the locale's encoding, correctly."""
+    if windows:
+        return True
+    for path in (ROOT, Path.cwd()) if paths is None else paths:
+        try:
+            os.fsencode(path).decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+    return True
 
 
 def utf8_everywhere() -> None:
-    """UTF-8 whatever the learner's locale (a Simplified-Chinese Windows console is GBK / cp936).
+    """UTF-8 whatever the learner's locale (a Simplified-Chinese Windows console is GBK / cp936), where
+    it helps (utf8_mode_helps: not for a POSIX folder named in another encoding, where it is turned off).
 
     PYTHONUTF8=1 (PEP 540) is inherited by every child process this file starts: the venv's Python,
     pip, JupyterLab and through it every kernel, pytest and its xdist workers (execnet's bootstrap
@@ -541,7 +629,7 @@ def utf8_everywhere() -> None:
     open() without an encoding, and stdin/stdout, are UTF-8 whatever the code page. Our own code
     names encoding="utf-8" anyway (tests/test_encoding.py); this covers third-party code too.
     Our own console: a character the console cannot show is replaced, never a crash."""
-    os.environ["PYTHONUTF8"] = "1"
+    os.environ["PYTHONUTF8"] = "1" if utf8_mode_helps() else "0"
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.reconfigure(errors="replace")

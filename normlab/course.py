@@ -172,11 +172,15 @@ def versions(nb, learner: bool):
 
 
 def with_setup_cell(nb):
-    """The notebook with the standard setup cell first (SETUP_SOURCE, tagged SETUP_TAG)."""
+    """The notebook with the standard setup cell first (SETUP_SOURCE, tagged SETUP_TAG), its code folded
+    (jupyter.source_hidden: JupyterLab shows one thin line above the lesson's title, not 17 lines of
+    install code a learner with the course installed never needs; a click unfolds it; it runs as before,
+    its prompt left blank)."""
     import nbformat
 
     nb.cells = [c for c in nb.cells if SETUP_TAG not in c.get("metadata", {}).get("tags", [])]
-    nb.cells.insert(0, nbformat.v4.new_code_cell(SETUP_SOURCE, metadata={"tags": [SETUP_TAG]}))
+    nb.cells.insert(0, nbformat.v4.new_code_cell(SETUP_SOURCE, metadata={"tags": [SETUP_TAG],
+                                                                         "jupyter": {"source_hidden": True}}))
     return nb
 
 

@@ -20,8 +20,8 @@ front-end keeps that fold shut until the learner has picked an option (web/predi
 The learner copy (``learner_layout``, applied by normlab.course to the copies learners get) makes a
 prompt a question before it is code (issue 36): its choice cell waits for the guess
 (``await predict.ask(...)``: Run All stops there until the learner picks, then runs on; the one-line
-comment that starts it is all its collapsed input shows), it carries a saved output listing the
-choices (seen before any cell runs), and the experiment's code cells between it and its answer fold
+comment that starts it is all its collapsed input shows), a prompt that does not list its choices
+gets them listed (seen before any cell runs), and the experiment's code cells between it and its answer fold
 are collapsed (``jupyter.source_hidden``), each starting with HIDDEN_LINE, which the widget's
 front-end looks for to open them after the pick. The solution copy and the slides keep the plain
 ``predict.ask(...)`` and the code in view. A runner that must not stop (the test run, the book, the
@@ -207,15 +207,15 @@ def with_prediction_cells(nb, stem: str):
     return nb
 
 
-def choices_preview(e: dict) -> dict:
-    """The choice cell's saved output in the learner copy: the choices, readable before any cell runs
-    (running the cell replaces it with the widget)."""
-    opts = "\n".join(f"- **({k})** {t}" for k, t in zip(e["keys"], e["options"]))
+CHOICES = "选项 (choices)："
+
+
+def choices_line(e: dict) -> str:
+    """The learner copy's list of a prompt's choices, added to its markdown when the prompt does not list
+    them itself (a number to fill in): the question and its choices read before any cell runs."""
+    opts = "；".join(f"**({k})** {t}" for k, t in zip(e["keys"], e["options"]))
     ask = f"（{e['ask']}）" if e.get("ask") else ""
-    md = (f"**你的预测 (your prediction)**{ask}：\n\n{opts}\n\n运行这一格（或 Run All）后在这里点一个选项；"
-          "选好之前，下面的实验不会运行。(run this cell, then pick: the experiment below waits for your guess)")
-    plain = "你的预测 (your prediction)：" + "；".join(f"({k}) {t}" for k, t in zip(e["keys"], e["options"]))
-    return {"output_type": "display_data", "metadata": {}, "data": {"text/markdown": md, "text/plain": plain}}
+    return f"{CHOICES}{opts}{ask}。运行下面的格子（或 Run All）后在那里选。"
 
 
 def _collapse(cell, first_line: str | None = None) -> None:
@@ -237,33 +237,42 @@ def discussion_fold(text: str, key: str) -> str:
 
 
 def learner_layout(nb):
-    """The learner copy's prompts (module docstring): each choice cell waits for the guess, shows only
-    its first line (ASK_LINE) and a saved list of the choices; the code cells after it, up to its
+    """The learner copy's prompts (module docstring): each choice cell waits for the guess and shows only
+    its first line (ASK_LINE); a prompt that does not list its choices gets ``choices_line`` at the end
+    of its markdown cell (a saved output would do in JupyterLab, but nbval fails a cell that has
+    outputs and was never run); the code cells after the choice cell, up to its
     answer fold (the markdown cell with its marker; or the next prompt), are collapsed and start with
-    HIDDEN_LINE; the markdown cell right after the fold, when it only discusses the result, becomes a
-    fold locked like the answer (``discussion_fold``). Cells are neither added nor removed (nbval_book
+    HIDDEN_LINE; every markdown cell after the fold that only discusses the result (up to the next heading
+    or prompt, across the figure and table cells between them) becomes a fold locked like the answer
+    (``discussion_fold``). Cells are neither added nor removed (nbval_book
     maps cells by position). Idempotent."""
-    import nbformat
-
-    pending, pending_key, after_fold = None, "", False
+    pending, pending_key, after_fold, prompt_cell = None, "", False, None
     for cell in nb.cells:
         if PREDICT_TAG in cell.get("metadata", {}).get("tags", []):
             lesson, pid = ASK_CALL.search(cell.source).groups()
             cell.source = learner_ask_source(lesson, pid)
             _collapse(cell)
-            cell.outputs = [nbformat.from_dict(choices_preview(entry(lesson, pid)))]
+            e = entry(lesson, pid)
+            listed = [t for t in prompt_texts(prompt_cell.source) if t.startswith(e["starts"])] if prompt_cell else []
+            if listed and "(A)" not in listed[0] and choices_line(e) not in prompt_cell.source:
+                prompt_cell.source = f"{prompt_cell.source.rstrip()}\n\n{choices_line(e)}"
             pending_key = f"{lesson}.{pid}"
             pending, after_fold = answer_class(pending_key), False
+        elif after_fold and cell.cell_type == "code":
+            pass                                 # a figure or table of the result: it runs only after the guess
         elif after_fold:
-            if _is_discussion(cell) and DISCUSSION_CLASS not in cell.source:
+            if not _is_discussion(cell):         # a heading or the next prompt ends the discussion
+                after_fold = False
+            elif DISCUSSION_CLASS not in cell.source:
                 cell.source = discussion_fold(cell.source, pending_key)
-            after_fold = False
         elif pending and cell.cell_type == "markdown":
             after_fold = pending in cell.source and not re.search(r"</details>\s*\S", cell.source)
             if pending in cell.source or prompt_texts(cell.source):
                 pending = None
         elif pending and cell.cell_type == "code":
             _collapse(cell, HIDDEN_LINE)
+        if cell.cell_type == "markdown":
+            prompt_cell = cell
     return nb
 
 

@@ -177,3 +177,26 @@ def test_panels_side_by_side_where_the_width_allows(browser, momentum_page, arti
     check(box.evaluate(DRAWN), grid["10"], None)
     page.close()
     assert not problems, problems
+
+
+def test_the_true_mean_is_named_beside_the_plot_never_over_a_trace(browser, momentum_page):
+    """Issue 36: the label "真实均值 true mean 5" sat on the traces. The value is written on the y axis, left
+    of the plot frame, at the black line's height; the legend names the line."""
+    folder, _ = momentum_page
+    page = browser.new_page(viewport={"width": 1140, "height": 900})
+    try:
+        page.goto((folder / "momentum.html").as_uri(), wait_until="load")
+        (box,) = widgets(page)
+        page.wait_for_function("b => b.querySelector('.nl-mo-charts').dataset.cols", arg=box, timeout=5000)
+        got = box.evaluate("""(b) => Array.from(b.querySelectorAll('.nl-mo-chart')).map((svg) => {
+            const r = (e) => e.getBoundingClientRect();
+            const label = svg.querySelector('.nl-mo-truelabel'), line = svg.querySelector('.nl-mo-true');
+            return {text: label.textContent, right: r(label).right, mid: (r(label).top + r(label).bottom) / 2,
+                    lineLeft: r(line).left, lineY: r(line).top};
+        })""")
+    finally:
+        page.close()
+    assert len(got) == 2
+    for g in got:
+        assert g["text"] == "5" and g["right"] <= g["lineLeft"], g           # left of the plot: no trace there
+        assert abs(g["mid"] - g["lineY"]) < 3, g                              # at the line's height

@@ -233,3 +233,30 @@ def test_exercise_checks_and_drill_reports_log_events_the_service_accepts(monkey
     assert drill_event["card"] == "layernorm" and drill_event["passed"] == drill.passed_at()
     parsed = events.parse(body(got))
     assert [e["kind"] for e in parsed] == ["check", "drill"] and parsed[0]["findings"] == ["not_written"]
+
+
+def test_the_choice_widget_names_the_service_only_under_a_hub_that_runs_it(monkeypatch):
+    """predict.Ask's `classroom` trait (what makes web/predict.js load the service's front end): the
+    service's path through the hub's proxy where the hub's configuration put NORMLAB_CLASSROOM_URL in a
+    single-user server's environment; "" on one machine, in the book's executor and on a hub without it
+    (web/predict.js then requests nothing: tests/test_classroom_hub.py's browser test checks that)."""
+    from normlab.widgets import predict
+
+    url = f"http://127.0.0.1:10101/services/{hubconfig.SERVICE_NAME}/"       # hubconfig's text sets this
+    assert f'"NORMLAB_CLASSROOM_URL": "http://{{host}}:{{port}}/services/{{name}}/"' in hubconfig.TEMPLATE
+    hub = {"JUPYTERHUB_SERVICE_PREFIX": "/user/ana/", "JUPYTERHUB_BASE_URL": "/"}
+    assert predict.classroom_base({**hub, "NORMLAB_CLASSROOM_URL": url}) == f"/services/{hubconfig.SERVICE_NAME}/"
+    assert predict.classroom_base({**hub, "JUPYTERHUB_BASE_URL": "/课/", "NORMLAB_CLASSROOM_URL": url}) == \
+        f"/课/services/{hubconfig.SERVICE_NAME}/"
+    assert predict.classroom_base(hub) == ""                                  # a hub without the service
+    assert predict.classroom_base({"NORMLAB_CLASSROOM_URL": url}) == ""       # not a hub's single-user server
+    assert predict.classroom_base({**hub, "NORMLAB_CLASSROOM_URL": url, "NORMLAB_STATIC": "1"}) == ""  # the book
+    for name in ("NORMLAB_CLASSROOM_URL", "JUPYTERHUB_SERVICE_PREFIX", "JUPYTERHUB_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NORMLAB_PREDICT_WAIT", "0")
+    widget = predict.Ask("01", predictions.entries("01")[0]["id"])
+    assert widget.classroom == "" and widget.get_state()["classroom"] == ""   # one machine: no trait value
+    monkeypatch.setenv("NORMLAB_CLASSROOM_URL", url)
+    monkeypatch.setenv("JUPYTERHUB_SERVICE_PREFIX", "/user/ana/")
+    assert predict.Ask("01", predictions.entries("01")[0]["id"]).get_state()["classroom"] == \
+        f"/services/{hubconfig.SERVICE_NAME}/"

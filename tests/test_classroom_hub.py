@@ -217,12 +217,58 @@ def login_page(browser, hub, name, then: str):
     return page, problems
 
 
+# The choice widget as JupyterLab's anywidget runs it: web/predict.js (with common.js) imported from a
+# blob: URL and rendered with a model; the model's state is what the learner's kernel made (below).
+RENDER_WIDGET = """async ([esm, state]) => {
+  window.widgetModules = window.widgetModules || [];
+  const mod = await import(URL.createObjectURL(new Blob([esm], {type: "text/javascript"})));
+  const model = {get: (k) => state[k], set: (k, v) => { state[k] = v; }, save_changes: () => {},
+                 on: () => {}, off: () => {}};
+  const el = document.createElement("div");
+  document.body.prepend(el);
+  mod.default.render({model, el});
+  const fold = document.createElement("details");      // the prompt's answer fold, marked as the export marks it
+  fold.innerHTML = '<summary>答案 <span class="nl-answer-for nl-answer-for-' + state.spec.key.replace(".", "-") + '"></span></summary>(B)';
+  el.after(fold);
+}"""
+
+
+def widget_state_in_kernel(hub, name, lesson, pid) -> dict:
+    """What the learner's own kernel puts in the choice widget's model (spec and the classroom trait)."""
+    import json
+
+    out = hub.run_code(name, hub.tokens[name], f"import json\nfrom normlab.widgets import predict\n"
+                       f"w = predict.Ask({lesson!r}, {pid!r})\nprint('STATE', json.dumps(w.get_state(['spec', 'classroom'])))")
+    assert out["error"] is None, out
+    return json.loads(out["stdout"].split("STATE ", 1)[1])
+
+
+def widget_page(learner, hub, state: dict, copies: int = 1):
+    """A new tab of the learner's (their cookies) on a hub page that has none of the service's scripts,
+    with `copies` choice widgets drawn from `state`; returns (page, problems, the URLs it requested)."""
+    from test_browser_widgets import watch
+
+    from normlab.widgets.web_host import esm_text
+
+    page = learner.context.new_page()
+    problems, urls = watch(page), []
+    page.on("request", lambda r: urls.append(r.url))
+    page.goto(hub.url + "/hub/home", wait_until="load")
+    for _ in range(copies):
+        page.evaluate(RENDER_WIDGET, [esm_text("predict"), {"source": "live", "data": {"choice": "", "saved": False},
+                                                           "controls": {"choice": ""}, **state}])
+    return page, problems, urls
+
+
 def test_the_teachers_deck_shows_the_bars_change_and_reveals_to_a_learners_page(hub, browser, toy_site, artifacts):
     """Chromium: the teacher's deck (a deck built as the course builds its decks: the toy deck with 01's
     first prompt, served by the service at deck/) shows n / N and, on request, the bars; they change
     within a second of the three learners' kernels guessing; the reveal reaches a learner's page as a
-    `normlab:reveal` event. (The learners guess in their kernels, which is what a click in JupyterLab's
-    choice widget does; their JupyterLab pages do not load classroom.js yet: see the report.)"""
+    `normlab:reveal` event. Ana's choice widget (web/predict.js with the model state her kernel makes,
+    rendered on a hub page as anywidget renders it) loads the service's front end only with the service's
+    address, shows the class's bars after her pick, and its answer fold opens at the teacher's reveal.
+    Not driven: JupyterLab itself (its comm carrying the pick to the kernel: the learners' kernels guess
+    here, which is what the kernel does with a pick; one JupyterLab load would cost more than this test)."""
     import shutil
 
     from test_browser_widgets import show_slide
@@ -239,6 +285,27 @@ def test_the_teachers_deck_shows_the_bars_change_and_reveals_to_a_learners_page(
     learner, l_problems = login_page(browser, hub, "ana", PREFIX)
     learner.evaluate("() => { window.reveals = []; document.addEventListener('normlab:reveal', e => window.reveals.push(e.detail)); }")
     learner.wait_for_selector('.nl-cr[data-prompt="01.depth-std"] .nl-cr-row', timeout=10000)
+    # ana's choice widget, drawn from the model state her own kernel makes: without the service's
+    # address (a hub without the service) it requests nothing; with it, it loads the service's front
+    # end once per page and shows the class's bars only after the pick
+    state = widget_state_in_kernel(hub, "ana", "01", "depth-std")
+    assert state["classroom"] == PREFIX, state
+    bare, b_problems, b_urls = widget_page(learner, hub, {**state, "classroom": ""})
+    bare.wait_for_selector(".nl-pr-ask[data-key]", timeout=5000)
+    bare.wait_for_timeout(1000)
+    assert not [u for u in b_urls if "/services/" in u] and bare.evaluate("() => !window.__normlabClassroom"), b_urls
+    bare.close()
+    widget, w_problems, w_urls = widget_page(learner, hub, state, copies=2)
+    assert widget.evaluate("async () => await window.__normlabClassroom") is True   # session.js?login=1, then classroom.js
+    assert widget.evaluate("() => window.normlabClassroom.user") == "ana"
+    assert widget.locator('script[src$="api/session.js?login=1"]').count() == 1
+    assert sum(u.endswith(PREFIX + "static/classroom.js") for u in w_urls) == 1, w_urls
+    widget.wait_for_timeout(600)                  # classroom.js would draw 0.4 s after a guess event
+    assert widget.locator(".nl-cr").count() == 0  # no guess on this page yet: no bars
+    widget.locator('.nl-pr-option[data-key="C"]').first.click()      # the pick (the kernel's save: below)
+    bars = widget.locator('.nl-cr[data-prompt="01.depth-std"]')
+    bars.wait_for(timeout=10000)
+    assert bars.count() == 1                      # under the widget that was picked, once
     for name in LEARNERS:                                          # everyone changes their mind to (C)
         said = guess_in_kernel(hub, name, "01", "depth-std", "C")
         assert "FLUSHED True" in said, said
@@ -253,10 +320,17 @@ def test_the_teachers_deck_shows_the_bars_change_and_reveals_to_a_learners_page(
     learner.wait_for_function("() => window.reveals.some(d => d.lesson === '01' && d.id === 'depth-std')", timeout=5000)
     learner.wait_for_selector(".nl-cr-row.nl-cr-answer", timeout=5000)   # ana's bars now mark the answer
     learner.screenshot(path=str(artifacts / "classroom_learner.png"))
-    print("PROBLEMS", t_problems, l_problems)
+    # ana's widget page: the class's bars after her pick (all three changed to C), then the reveal opens the fold
+    widget.wait_for_function("""() => document.querySelector('.nl-cr-row[data-key="C"] .nl-cr-count').textContent === '3'""",
+                             timeout=10000)
+    widget.wait_for_selector("details[open] .nl-answer-verdict[data-result=wrong]", timeout=6000)   # (C), the answer is (B)
+    widget.wait_for_selector(".nl-cr-row.nl-cr-answer[data-key=B]", timeout=5000)
+    widget.screenshot(path=str(artifacts / "classroom_widget.png"))
+    print("PROBLEMS", t_problems, l_problems, b_problems, w_problems)
     teacher.context.close()
     learner.context.close()
-    assert not [p for p in t_problems + l_problems if "favicon" not in p], t_problems + l_problems
+    problems = t_problems + l_problems + b_problems + w_problems
+    assert not [p for p in problems if "favicon" not in p], problems
 
 
 def wait_for_service(hub, old_pids: list[int]) -> dict:

@@ -168,6 +168,8 @@ def planted(card, slips=(), factor=1.0):
     def backward(grad_out, x, weight, *rest):
         eps, G = rest[-1], (rest[0] if card == "groupnorm" else None)
         S, O, P, wshape = _views(card, x, G)
+        if "stats_wrong_axis" in slips:              # the whole backward on the other grouping
+            S, O = O, S
         xc = x if card == "rmsnorm" else x - S(x)
         var = S(xc * xc)
         r, r_bare = 1 / torch.sqrt(var + eps), 1 / torch.sqrt(var)
@@ -205,14 +207,16 @@ SLIPS = {
     "eps_in_var_term": ("eps_missing", "grad_x 的方差项", CARDS),
     "eps_in_grad_weight": ("eps_missing", "grad_weight", CARDS),
     "dgamma_from_x": ("param_from_x", "x̂", CARDS),
-    "grad_weight_wrong_axis": ("grad_weight_shape", "求和", ["layernorm", "rmsnorm"]),
+    "grad_weight_wrong_axis": ("grad_weight_shape", "求和", ["layernorm", "rmsnorm", "batchnorm"]),
     "grad_x_none": ("grad_x_none", "None", CARDS),
+    "stats_wrong_axis": ("other_axes", "statistics over the wrong axis", CARDS),
 }
 # a second slip to combine each with (one that touches another gradient or another term)
 PARTNER = {"dgamma_from_x": "no_var_term", "eps_in_grad_weight": "var_sign", "grad_weight_wrong_axis": "var_sign",
            "grad_x_none": "dgamma_from_x", "no_var_term": "dgamma_from_x", "no_mean_term": "eps_in_grad_weight",
            "var_sign": "dgamma_from_x", "var_not_summed": "dgamma_from_x", "mean_wrong_axis": "dgamma_from_x",
-           "eps_in_var_term": "dgamma_from_x", "extra_mean_term": "dgamma_from_x", "half": "dgamma_from_x"}
+           "eps_in_var_term": "dgamma_from_x", "extra_mean_term": "dgamma_from_x", "half": "dgamma_from_x",
+           "stats_wrong_axis": "eps_in_grad_weight"}
 
 
 def _expect(report, slip):
@@ -473,3 +477,54 @@ def test_groupnorm_cards_run_from_the_command_line(tmp_path, capsys):
     assert main(["check", "groupnorm", str(file)]) == 0
     assert "[groupnorm] 通过 PASSED" in capsys.readouterr().out
     assert main(["10", str(file)]) == 0 and main(["--reset", "11"]) == 0
+
+
+def test_groupnorm_in_cs231n_function_form_is_checked_as_a_module():
+    def spatial_groupnorm_forward(x, gamma, beta, G, gn_param):
+        n, c, h, w = x.shape
+        xg = x.reshape(n, G, c // G, h, w)
+        mu, var = xg.mean((2, 3, 4), keepdim=True), xg.var((2, 3, 4), unbiased=False, keepdim=True)
+        xn = ((xg - mu) / torch.sqrt(var + gn_param.get("eps", 1e-5))).reshape(n, c, h, w)
+        return gamma * xn + beta, (xn, gamma, var)
+
+    report = drills.check("groupnorm", spatial_groupnorm_forward)
+    assert report.passed and "function_form" in report.ids(), str(report)
+
+    def spatial_groupnorm_backward(dout, cache):
+        raise NotImplementedError
+
+    f = next(f for f in drills.check("groupnorm_backward", spatial_groupnorm_backward).failed
+             if f.id == "signature_cache")
+    assert "(dout, cache)" in f.message and "num_groups" in f.message
+
+
+def test_an_eval_branch_is_said_to_use_the_batch_only_when_it_does():
+    class EvalTanh(bn_with(())):
+        def forward(self, x):
+            y = super().forward(x)
+            return y if self.training else y + 100 * x.abs()               # wrong, but per sample
+
+    f = next(f for f in drills.check("batchnorm", EvalTanh).failed if f.id == "eval_mode")
+    assert "不依赖同 batch" in f.message and "依赖同 batch 的其它样本（" not in f.message
+
+    class EvalBatch(bn_with(())):
+        def forward(self, x):
+            y = super().forward(x)
+            return y if self.training else y + 100 * (x.abs() - x.abs().mean(0))  # uses the batch
+
+    f = next(f for f in drills.check("batchnorm", EvalBatch).failed if f.id == "eval_mode")
+    assert "依赖同 batch 的其它样本（" in f.message
+
+
+def test_a_term_whose_r_uses_the_unbiased_variance_and_a_zero_gradient_are_named():
+    def backward(grad_out, x, weight, eps):
+        xc = x - x.mean(-1, keepdim=True)
+        r = 1 / torch.sqrt((xc ** 2).mean(-1, keepdim=True) + eps)
+        r_unbiased = 1 / torch.sqrt(x.var(-1, keepdim=True) + eps)           # only in the variance term
+        gh, xu = grad_out * weight, xc * r_unbiased
+        grad_x = r * gh - r * gh.mean(-1, keepdim=True) - r_unbiased * xu * (gh * xu).mean(-1, keepdim=True)
+        return grad_x, torch.zeros_like(weight), grad_out.sum(0)
+
+    report = drills.check("layernorm_backward", backward)
+    f = next(f for f in report.failed if f.id == "unbiased_variance")
+    assert "方差项" in f.message and "grad_weight_zero" in report.ids(), str(report)

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from normlab import exercises
+from torch import nn
 from normlab.exercises import base
 from normlab.exercises.base import call, exercise, fail, ok, step
 
@@ -17,6 +18,22 @@ def blank(*args, **kwargs):
 
 
 # --------------------------------------------------------------------------- the infrastructure
+
+@pytest.fixture(autouse=True)
+def counts_never_change(monkeypatch):
+    """Every report in these tests counts out of its exercise's declared checks: no answer, right or
+    wrong, makes a checker report more findings than that (so "k/N" keeps its N between attempts);
+    and each test starts with no earlier tries (hints escalate per process)."""
+    plain = exercises.run
+    base.forget_tries()
+
+    def counted(id, answer):
+        report = plain(id, answer)
+        n = base.REGISTRY[id].checks
+        assert n == 0 or len(report.findings) <= n, (id, [f.id for f in report.findings])
+        assert report.verdict().split(" ")[0].endswith(f"/{n or len(report.findings)}"), report.verdict()
+        return report
+    monkeypatch.setattr(exercises, "run", counted)
 
 @pytest.fixture
 def demo():
@@ -77,6 +94,53 @@ def test_a_broken_checker_reports_instead_of_crashing():
         assert exercises.check("99.2", lambda: 0).ids() == {"checker"}
     finally:
         base.REGISTRY.pop("99.2")
+
+
+def test_the_fix_line_comes_only_after_a_second_try_of_the_same_mistake():
+    """Issue 36: the first failed check names the mistake and the idea; the exact line that fixes it
+    only from the second try of the same mistake of the same exercise (kept per process)."""
+    class AlphaIsAFloat(nn.Module):            # 01.4's ReZero with alpha a plain float: not learnable
+        def __init__(self, branch):
+            super().__init__()
+            self.branch, self.alpha = branch, 0.0
+
+        def forward(self, x):
+            return x + self.alpha * self.branch(x)
+    fix = "self.alpha = nn.Parameter(torch.zeros(()))"
+    first = exercises.check("01.4", AlphaIsAFloat)
+    assert "not_parameter" in first.ids() and "nn.Parameter" in str(first) and fix not in str(first)
+    assert fix not in first._repr_html_() and "second try" in str(first)
+    second = exercises.check("01.4", AlphaIsAFloat)
+    assert fix in str(second) and fix in second._repr_html_().replace("<code>", "").replace("</code>", "")
+    # the same count both times, out of all four checks (the two that need alpha are waiting)
+    assert first.verdict() == second.verdict() == "1/4 项检查通过 (checks passed)"
+    assert "另有 2 项检查" in str(first)
+    # another exercise's mistake of the same id is its own first try
+    class KeepsBranchInAList(nn.Module):
+        def __init__(self, branch):
+            super().__init__()
+            self.parts = [branch]
+
+        def forward(self, x):
+            return x + self.parts[0](x)
+    other = exercises.check("01.1", KeepsBranchInAList)
+    assert other.ids() == {"not_registered"} and "self.branch = branch" not in str(other)
+    assert "self.branch = branch" in str(exercises.check("01.1", KeepsBranchInAList))
+    base.forget_tries()                          # a new kernel: the first try again
+    assert fix not in str(exercises.check("01.4", AlphaIsAFloat))
+
+
+def test_a_wrong_and_a_right_answer_count_the_same_checks():
+    class NoIdentity(nn.Module):                 # 01.1 without + x: two shapes and the gradient fail
+        def __init__(self, branch):
+            super().__init__()
+            self.branch = branch
+
+        def forward(self, x):
+            return self.branch(x)
+    wrong = exercises.check("01.1", NoIdentity)
+    assert wrong.verdict() == "1/4 项检查通过 (checks passed)（3 项未通过，是 2 个错误 (mistakes)）"
+    assert len(wrong.findings) == 4 and exercises.check("01.1", blank).verdict() == "0/4 项检查通过 (checks passed)"
 
 
 def test_ids_and_unknown_exercises_are_refused():
@@ -151,6 +215,7 @@ def solutions():
 def test_each_textbook_solution_passes_quickly(id, solutions):
     report = exercises.check(id, solutions[id[:2]][ANSWERS[id]])
     assert report.passed, str(report)
+    assert len(report.findings) == base.REGISTRY[id].checks          # the declared count is the full run's
     print(f"{id}: {report.seconds:.2f} s")
     assert report.seconds < 2.0, f"{id}: the check took {report.seconds:.2f} s"
 
@@ -393,7 +458,8 @@ def test_plus_one_is_diagnosed_as_plus_one_never_as_detach():
 def test_a_mistake_is_one_line_with_the_inputs_it_failed_on():
     """Two probes fail with one mistake: one line (and one HTML row) naming both inputs, one counterexample;
     code is plain text in the text form and <code> in the HTML, never literal backticks."""
-    report = exercises.check("01.1", _PlusOne)
+    assert "return x + self.branch(x)" not in str(exercises.check("01.1", _PlusOne))   # the first try: no fix line
+    report = exercises.check("01.1", _PlusOne)                                          # the second: the fix
     plus_one = [f for f in report.failed if f.id == "plus_one"]
     assert len(plus_one) == 2                                        # found on both inputs ...
     text = str(report)
@@ -450,7 +516,8 @@ def test_report_reads_left_aligned_under_jupyterlab_css(browser, tmp_path):
     (the rules do apply). The screenshot goes to build/artifacts/exercise_report_01_1.png."""
     from conftest import ARTIFACTS
 
-    report = exercises.check("01.1", _PlusOne)
+    exercises.check("01.1", _PlusOne)
+    report = exercises.check("01.1", _PlusOne)                       # a second try: the fix line is shown
     page = tmp_path / "report.html"
     page.write_text(f"<!doctype html><meta charset='utf-8'><style>{JUPYTERLAB_TABLE_CSS}</style>"
                     f"<div class='jp-RenderedHTMLCommon' id='out' style='width:1100px'>{report._repr_html_()}</div>"

@@ -19,6 +19,7 @@ from torch import nn
 
 from normlab import exercises, models
 from normlab.exercises import l06, l07
+from test_exercises import counts_never_change  # noqa: F401 - autouse: every report counts out of its checks
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -65,6 +66,7 @@ def test_the_notebook_solution_passes_quickly(solutions, id):
     report = exercises.check(id, solutions[id])
     cpu = time.process_time() - cpu          # CPU time: the machine is shared, wall time depends on its load
     assert report.passed, str(report)
+    assert len(report.findings) == exercises.REGISTRY[id].checks     # the declared count is the full run's
     assert cpu < 2.0, f"{id}: the check took {cpu:.2f} s of CPU time ({report.seconds:.2f} s wall)"
 
 

@@ -533,3 +533,24 @@ def test_static_figure_can_show_batchnorm_alone():
     plt.close(fig)
     with pytest.raises(ValueError, match="norms"):
         ex.static_grid(norms=("weightnorm",))
+
+
+def test_the_shipped_grid_is_the_one_the_code_computes():
+    """data/explorer_grid.json.gz (the book's and JupyterLab's grid, read instead of 20 s of computing): made
+    for every key the code's grid has now, and a spread of its entries equal a fresh computation."""
+    import random
+
+    from normlab.widgets import explorer, grid_file
+    from normlab.widgets.web_host import ERROR_KEY, control_order, grid_key
+
+    shipped = grid_file.read(explorer.GRID_FILE, explorer.grid_header())
+    assert shipped is not None, "stale or missing: python -c \"from normlab.widgets import explorer; explorer.write_grid()\""
+    states = explorer.grid_controls_for(explorer.NORMS)
+    order = control_order(explorer.spec_for(explorer.NORMS))
+    for c in random.Random(0).sample(states, 25):
+        try:
+            fresh = explorer.explorer_data(c["norm"], c["layout"], [int(v) for v in c["shape"].split(",")],
+                                           c["num_groups"] or 2)
+        except ValueError as err:
+            fresh = {ERROR_KEY: str(err)}
+        assert shipped[grid_key(c, order)] == fresh, c

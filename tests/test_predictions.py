@@ -383,14 +383,21 @@ def test_static_choices_are_kept_in_the_browser_and_scored(browser, static_page,
     assert not other.evaluate(OPEN_JS) and other.locator(".nl-answer-why").count() == 1
     own.locator("summary").click()
     assert own.evaluate(OPEN_JS) and own.locator(".body").is_visible()
+    assert own.locator(".nl-answer-verdict").get_attribute("data-result") == "right"      # the fold says so
     page.locator(".nl-pr-ask").nth(1).get_by_role("radio", name="(A)").click()   # wrong: the answer is (C)
     other.locator("summary").click()
     assert other.evaluate(OPEN_JS)
+    verdict = other.locator(".nl-answer-verdict")
+    assert verdict.get_attribute("data-result") == "wrong" and "(C)" in verdict.inner_text()
+    assert absent.locator(".nl-answer-verdict").count() == 0             # no guess on the page for it
     assert first.get_attribute("data-choice") == "B" and first.get_attribute("data-saved") == "1"
     assert "已记录 (saved)：(B)" in first.inner_text()
     assert summary.get_attribute("data-done") == "2" and summary.get_attribute("data-right") == "1"
     rows = summary.locator("tbody tr")
     assert [rows.nth(i).get_attribute("data-result") for i in range(4)] == ["right", "wrong", "none", "none"]
+    answers = [rows.nth(i).locator("td").nth(3).inner_text() for i in range(4)]    # no answer without a guess
+    assert answers[:2] == ["(B) 普通堆叠不到万分之一，残差堆叠比 1 倍还大", "(C) 缩小到百万分之一上下"]
+    assert answers[2:] == ["先预测再看 (guess first)"] * 2
     stored = json.loads(page.evaluate(f"() => localStorage.getItem('{P.STORAGE_KEY}')"))
     assert {k: v["choice"] for k, v in stored["guesses"].items()} == {"01.depth-std": "B", "01.typical-gain": "A"}
     page.screenshot(path=str(artifacts / "predict_static.png"), full_page=True)
@@ -544,8 +551,9 @@ def is_learner_copy(f: Path) -> bool:
 
 
 def test_learner_copy_hides_the_experiment_until_the_guess(exported):
-    """In every learner copy each choice cell waits for the guess (``await``), shows only its first line
-    (a sentence, not code) and a saved list of every option; every code cell between it and its answer
+    """In every learner copy each choice cell waits for the guess (``await``) and shows only its first line
+    (a sentence, not code); its prompt lists every option (its own (A)/(B)/…, or the list the export adds
+    to a prompt that asks for a number); every code cell between it and its answer
     fold is collapsed and starts with the line the front-end looks for, so no ``expect`` line and no
     comment under a prompt is in view before the guess. The solution copies keep today's layout."""
     import nbformat
@@ -555,24 +563,32 @@ def test_learner_copy_hides_the_experiment_until_the_guess(exported):
     collapsed = 0
     for f in sorted(exported.glob("*.ipynb")):
         cells = nbformat.read(f, as_version=4).cells
-        hidden = [c.metadata.get("jupyter", {}).get("source_hidden", False) for c in cells]
+        hidden = [c.metadata.get("jupyter", {}).get("source_hidden", False)          # (the setup cell: folded
+                  and course.SETUP_TAG not in c.metadata.get("tags", []) for c in cells]  # in every copy)
         if f not in learner:
             assert not any(hidden) and not any("await predict.ask" in c.source for c in cells), f.name
             continue
-        pending = None
+        pending, before = None, None
         for c, h in zip(cells, hidden):
             if P.PREDICT_TAG in c.metadata.get("tags", []):
                 lesson, pid = re.search(r'await predict\.ask\("(\d+)", "([^"]+)"\)', c.source).groups()
                 e = P.entry(lesson, pid)
                 assert h and c.source.split("\n")[0] == P.ASK_LINE and c.source.split("\n")[0].startswith("# "), f.name
-                (out,) = c.outputs
-                assert all(f"({k})** {t}" in out["data"]["text/markdown"] for k, t in zip(e["keys"], e["options"]))
+                assert not c.get("outputs")                 # nbval fails a never-run cell with outputs
+                (prompt,) = [t for t in P.prompt_texts(before.source) if t.startswith(e["starts"])]
+                if "(A)" in prompt:
+                    assert all(f"({k})" in prompt for k in e["keys"]) and P.CHOICES not in before.source, e["id"]
+                else:
+                    assert all(f"**({k})** {t}" in before.source.split(P.CHOICES)[-1]
+                               for k, t in zip(e["keys"], e["options"])), e["id"]
                 pending = P.answer_class(f"{lesson}.{pid}")
             elif pending and c.cell_type == "markdown" and pending in c.source:
                 pending = None
             elif pending and c.cell_type == "code":
                 assert h and c.source.startswith(P.HIDDEN_LINE + "\n"), (f.name, c.source[:80])
                 collapsed += 1
+            if c.cell_type == "markdown":
+                before = c
         assert not pending, f.name
     assert collapsed >= 30
 
@@ -605,6 +621,31 @@ def test_the_discussion_after_a_fold_waits_for_the_guess_too(exported):
                 assert m and not re.search(r"^#{1,6} ", m.group(2), re.M) and "**先想一想**" not in m.group(2), f.name
                 wrapped += 1
     assert wrapped >= 20
+
+
+def test_every_discussion_up_to_the_next_heading_waits_for_the_guess(exported):
+    """A discussion that goes on after a figure or table cell of the result (the fresh prompt-region
+    review found 03 §3 "…按 1/L 缩小…", 04 §5 "一定更慢", 06 §3-4, 07 §3 shown before the guess) is locked
+    too: every markdown cell after an answer fold, up to the next heading or prompt, is a discussion fold."""
+    import nbformat
+
+    seen = set()
+    for f in sorted(exported.glob("*_learner.ipynb")):
+        after = False
+        for c in nbformat.read(f, as_version=4).cells:
+            if c.cell_type != "markdown":
+                continue
+            text = c.source
+            if "nl-answer-for" in text and "nl-discussion" not in text:
+                after = not re.search(r"</details>\s*\S", text)
+            elif re.search(r"^#{1,6} ", text, re.M) or "**先想一想**" in text:
+                after = False
+            elif after:
+                assert DISCUSSION.match(text), (f.name, text[:120])
+                seen.add(f.name)
+    assert {"03_layernorm_learner.ipynb", "04_rmsnorm_learner.ipynb", "06_placement_learner.ipynb"} <= seen
+    four = (exported / "04_rmsnorm_learner.ipynb").read_text(encoding="utf-8")
+    assert "一定更慢" not in four.split("nl-discussion")[0]
 
 
 def test_summary_shows_an_answer_only_for_a_guessed_prompt(tmp_path, monkeypatch):

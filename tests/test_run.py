@@ -64,7 +64,7 @@ def test_course_command_serves_the_first_notebook_from_workspace(tmp_path):
         [sys.executable, str(ROOT / "run.py"), "course", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
          f"--IdentityProvider.token={token}"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env=dict(os.environ, PYTHONUNBUFFERED="1", NORMLAB_WORKSPACE=str(workspace)), encoding="utf-8")
+        env=dict(plain_shell_env(), PYTHONUNBUFFERED="1", NORMLAB_WORKSPACE=str(workspace)), encoding="utf-8")
     try:
         url = f"http://127.0.0.1:{port}/api/contents/00_course_map.ipynb?token={token}"  # root: the workspace
         deadline = time.monotonic() + 240   # a new venv's first JupyterLab start is slow on a busy machine
@@ -94,12 +94,111 @@ def test_course_command_serves_the_first_notebook_from_workspace(tmp_path):
         if hasattr(os, "geteuid") and os.geteuid() != 0:          # root writes anything
             assert norms["writable"] is False
         assert get("normlab-source/glossary.md", "type=file&")["content"].count("|") > 50
+        # a Terminal opened in this JupyterLab runs the course's Python: the drill command works there
+        said = in_a_terminal(port, token, "python -m normlab.drills --help; echo exit=$?")
+        assert "exit=0" in said and "python -m normlab.drills --progress" in said and "layernorm" in said, said[-2000:]
     finally:
         proc.terminate()
         out = proc.communicate(timeout=20)[0]
     assert f"{workspace}/00_course_map.ipynb" in out  # it told the learner where they are
     # the URL JupyterLab prints (and opens) is lesson 00, not the Launcher
     assert f"127.0.0.1:{port}/lab/tree/00_course_map.ipynb?token=" in out, out[-2000:]
+
+
+def plain_shell_env() -> dict[str, str]:
+    """The environment of a shell where no venv is activated: the venv's bin/ off PATH, no VIRTUAL_ENV."""
+    venv_bin = str(Path(sys.executable).parent)
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != venv_bin)
+    return env
+
+
+@pytest.mark.skipif(os.name == "nt", reason="a POSIX shell line")
+def test_the_printed_drill_command_works_from_a_plain_shell_in_another_folder(tmp_path, monkeypatch, capsys):
+    """README, 08 and the instructor guide print `python3 run.py drills ...` (issue 36 item 6): typed in a
+    plain shell, no venv activated, it checks the learner's file in the shell's folder (one command: each
+    costs a torch import); the checker prints the command that started it (NORMLAB_DRILLS_PROG, which
+    run.py sets to that command) as the one to run next."""
+    import importlib
+
+    (tmp_path / "my_ln.py").write_text((ROOT / "tests" / "drill_corpus" / "ln_textbook_two_pass.py")
+                                       .read_text(encoding="utf-8"), encoding="utf-8")
+    env = dict(plain_shell_env(), NORMLAB_DRILLS_FILE=str(tmp_path / "progress.json"))
+    prog = f"python3 {ROOT / 'run.py'} drills"
+    check = subprocess.run(f"{prog} layernorm my_ln.py", shell=True, cwd=tmp_path, env=env, capture_output=True,
+                           text=True, encoding="utf-8", timeout=300)
+    assert check.returncode == 0 and "面试级 ✓" in check.stdout, check.stdout + check.stderr
+    assert json.loads((tmp_path / "progress.json").read_text(encoding="utf-8"))["kinds"]["layernorm"]["attempts"] == 1
+    import normlab.drills.__main__ as cli
+    monkeypatch.setenv("NORMLAB_DRILLS_PROG", prog)
+    monkeypatch.setenv("NORMLAB_DRILLS_FILE", str(tmp_path / "progress.json"))
+    monkeypatch.chdir(tmp_path)
+    try:
+        assert importlib.reload(cli).main(["start", "layernorm"]) == 0
+    finally:
+        monkeypatch.delenv("NORMLAB_DRILLS_PROG")
+        importlib.reload(cli)
+    assert f"{prog} check layernorm my_layernorm.py" in capsys.readouterr().out
+
+
+def test_drill_command_names_run_py_as_typed(runpy, tmp_path):
+    assert runpy.drills_prog(ROOT) == ("py" if os.name == "nt" else "python3") + " run.py drills"
+    elsewhere = runpy.drills_prog(tmp_path)
+    assert elsewhere.endswith(" drills") and str(ROOT / "run.py") in elsewhere
+
+
+def test_help_points_teachers_to_the_guide_the_teachers_book_and_deploy(runpy, capsys):
+    assert runpy.main([]) == 2
+    out = capsys.readouterr().out
+    assert "book/instructor.md" in out and "run.py book --teacher" in out and "deploy/" in out and "run.py drills" in out
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "book/instructor.md" in readme and "run.py book --teacher" in readme and "deploy/README.md" in readme
+    for doc in ("README.md", "notebooks/08_drills.md", "book/instructor.md"):   # the command that works, first
+        text = (ROOT / doc).read_text(encoding="utf-8")
+        assert "python3 run.py drills" in text
+        for i in find_all(text, "python -m normlab.drills"):   # the module form only where that Python is on PATH:
+            before = text[max(0, i - 120): i]                   # the course's JupyterLab or a server's terminal
+            assert any(w in before for w in ("JupyterLab", "终端", "bin/")), (doc, text[i - 120: i + 40])
+
+
+def find_all(text: str, what: str) -> list[int]:
+    out, i = [], text.find(what)
+    while i >= 0:
+        out.append(i)
+        i = text.find(what, i + 1)
+    return out
+
+
+def in_a_terminal(port: int, token: str, command: str, timeout: float = 90) -> str:
+    """What a Terminal of the JupyterLab on `port` shows after `command` (through jupyter_server's
+    REST API, POST /api/terminals, and the terminal's websocket, as JupyterLab's Terminal uses them)."""
+    from tornado.ioloop import IOLoop
+    from tornado.websocket import websocket_connect
+
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/api/terminals", data=b"", method="POST",
+                                 headers={"Authorization": f"token {token}"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        name = json.load(r)["name"]
+
+    async def talk() -> str:
+        ws = await websocket_connect(f"ws://127.0.0.1:{port}/terminals/websocket/{name}?token={token}")
+        ws.write_message(json.dumps(["stdin", command + "; echo done-$((6*7))\r"]))
+        seen, deadline = "", time.monotonic() + timeout
+        while "done-42" not in seen and time.monotonic() < deadline:
+            msg = await ws.read_message()
+            if msg is None:
+                break
+            kind, *rest = json.loads(msg)
+            seen += rest[0] if kind == "stdout" else ""
+        ws.close()
+        return seen
+    try:
+        return IOLoop.current().run_sync(talk, timeout=timeout + 10)
+    finally:
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/api/terminals/{name}", method="DELETE",
+                                     headers={"Authorization": f"token {token}"})
+        with contextlib.suppress(OSError):
+            urllib.request.urlopen(req, timeout=10).close()
 
 
 # --- the workspace: learner copies at the door, course --reset ---------------------------------
@@ -513,3 +612,26 @@ def test_the_test_command_writes_bytecode_caches_even_where_they_are_switched_of
     assert "pytest" in cmd and "PYTHONDONTWRITEBYTECODE" not in kw["env"]
     assert kw["env"]["OMP_NUM_THREADS"] == "1" and kw["env"]["NORMLAB_DRILLS_FILE"] == "off"
     assert os.environ["PYTHONDONTWRITEBYTECODE"] == "1"        # the caller's own environment is left as it was
+
+
+def test_utf8_mode_only_where_the_paths_are_utf8(runpy, tmp_path):
+    """Issue 36 item 8: UTF-8 mode for run.py's children on Windows and for ASCII or UTF-8 folder names;
+    not for a POSIX folder named in GB18030 bytes (UTF-8 mode would turn them into surrogates)."""
+    gb18030 = Path(os.fsdecode(b"/tmp/" + "张三 的文件".encode("gb18030")))
+    assert runpy.utf8_mode_helps((ROOT, tmp_path / "学习 课程"), windows=False)
+    assert not runpy.utf8_mode_helps((ROOT, gb18030), windows=False)
+    assert runpy.utf8_mode_helps((ROOT, gb18030), windows=True)
+
+
+def test_a_failed_venv_says_what_venv_said(runpy, tmp_path):
+    """Not "install python3-venv" when venv exists: the failure of a Python that cannot make this venv is
+    quoted; python3-venv is named only when venv or ensurepip is what is missing."""
+    blocker = tmp_path / "file"
+    blocker.write_text("x", encoding="utf-8")
+    said = runpy.create_venv(sys.executable, blocker / "venv", "--without-pip")   # a file where a folder must go
+    assert said and "python3-venv" not in said and "venv failed" in said
+    fake = tmp_path / "python-without-venv"
+    fake.write_text(f"#!/bin/sh\necho 'No module named venv' >&2\nexit 1\n", encoding="utf-8")
+    fake.chmod(0o755)
+    if os.name != "nt":
+        assert "python3-venv" in runpy.create_venv(str(fake), tmp_path / "v")

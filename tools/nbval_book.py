@@ -40,7 +40,6 @@ import sys
 import time
 import warnings
 from collections import defaultdict
-import contextlib
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -240,8 +239,6 @@ def kernel_env(env: dict):
 def pytest_runtest_setup(item):
     """The first cell of a solution copy: nbval starts its kernel here, in the book's environment, and
     recording its trainings (normlab/runcache.py); the first cell of a learner copy: replaying them.
-    Every notebook's kernel runs on past a 先想一想 prompt nobody answers (execution.PREDICT_WAIT: the
-    learner copies' choice cells would wait for a pick).
     Every cell: nbval's 5 s wait for the outputs after the reply becomes OUTPUT_TIMEOUT (on a loaded
     machine a cell's progress-bar messages came more than 5 s late and failed a learner copy)."""
     if is_cell(item):
@@ -262,8 +259,7 @@ def pytest_runtest_setup(item):
             nbfile._normlab_recording.listen(nbfile)
         return
     if src is None:
-        with kernel_env(execution.PREDICT_WAIT) if starting else contextlib.nullcontext():
-            yield
+        yield
         return
     marker(src.stem).unlink(missing_ok=True)
     for old in RUNCACHE.glob("*"):                  # earlier runs' recordings

@@ -16,6 +16,7 @@ console.say, so a console without ✓/✗ (GBK) shows [OK]/[X]."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -23,7 +24,8 @@ from . import KINDS, LEVELS, NAMES, check, progress
 from .console import never_crash, say
 from .report import mmss
 
-PROG = "python -m normlab.drills"
+# the command that works where this runs: `python3 run.py drills` when run.py started it (a plain shell)
+PROG = os.environ.get("NORMLAB_DRILLS_PROG") or "python -m normlab.drills"
 
 
 class UsageError(Exception):

@@ -17,6 +17,13 @@ when one part of a checker meets an exception (it becomes the finding "id").
 
 Checkers compare with an independent reference (torch modules, autograd, the lesson's own
 machinery), use one torch thread and run in well under 2 s.
+
+Hints escalate (issue 36): a mistake's message names the mistake and the idea; where it also knows
+the exact line that fixes it (``with_fix(idea, fix)``), that line is shown only from the second
+report of the same mistake of the same exercise in this process (kernel): the first failed try is
+the learner's to fix. Counts stay the same between attempts: an exercise declares how many checks
+it makes (``checks=``), and a report counts passed checks out of that number, whatever the answer
+(checks not reached because an earlier part is wrong are said to be waiting).
 """
 
 from __future__ import annotations
@@ -30,14 +37,16 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ..drills.report import (Finding, Report, SubmissionError, failure_lines, failure_table, guarded, passed_html,
-                             passed_lines, short)
+from ..drills.report import (Finding, Report, SubmissionError, failure_lines, failure_table, failures, guarded,
+                             passed_html, passed_lines, short)
 from ..viz import Table
 
 __all__ = ["Exercise", "ExerciseReport", "NotWritten", "REGISTRY", "exercise", "run", "list_for", "call", "step",
-           "ok", "fail", "close", "compare", "SubmissionError", "Finding"]
+           "ok", "fail", "close", "compare", "with_fix", "forget_tries", "SubmissionError", "Finding"]
 
 NOT_WRITTEN = "not_written"
+FIX = "\u27e6fix\u27e7"        # separates a message's idea from its exact fix line (never shown)
+TRIES: dict[tuple[str, str], int] = {}   # (exercise id, mistake id) -> failed reports so far, in this process
 
 
 class NotWritten(Exception):
@@ -50,6 +59,7 @@ class Exercise:
     title: str                 # Chinese, with the English term
     target_minutes: int
     checker: Callable[[object], list[Finding]]
+    checks: int = 0            # how many checks a full run makes (the textbook answer's findings)
 
     @property
     def lesson(self) -> str:
@@ -59,8 +69,9 @@ class Exercise:
 REGISTRY: dict[str, Exercise] = {}
 
 
-def exercise(id: str, title: str, target_minutes: int = 10) -> Callable:
-    """Register ``check(answer) -> list[Finding]`` as exercise ``id`` ("LL.K")."""
+def exercise(id: str, title: str, target_minutes: int = 10, checks: int = 0) -> Callable:
+    """Register ``check(answer) -> list[Finding]`` as exercise ``id`` ("LL.K"), which makes ``checks``
+    checks when every part can run (0: as many as it reports)."""
     parts = id.split(".")
     if len(parts) != 2 or not all(p.isdigit() for p in parts) or len(parts[0]) != 2:
         raise ValueError(f"练习编号应形如 \"02.1\"（两位课号.序号），实际是 {id!r}。(exercise id must look like '02.1')")
@@ -68,7 +79,7 @@ def exercise(id: str, title: str, target_minutes: int = 10) -> Callable:
     def register(checker: Callable[[object], list[Finding]]) -> Callable[[object], list[Finding]]:
         if id in REGISTRY and REGISTRY[id].checker.__qualname__ != checker.__qualname__:
             raise ValueError(f"练习 {id} 已经注册过了 (exercise {id} is registered twice)")
-        REGISTRY[id] = Exercise(id, title, target_minutes, checker)
+        REGISTRY[id] = Exercise(id, title, target_minutes, checker, checks)
         return checker
 
     return register
@@ -79,13 +90,23 @@ class ExerciseReport(Report):
     a verdict "3/4 项检查通过", one row per mistake with the inputs it failed on and the first
     counterexample (report.failure_table / failure_lines), then the passed ids."""
 
+    total: int = 0       # the exercise's number of checks (Exercise.checks); 0: as many as the findings
+
     def verdict(self) -> str:
-        n, bad = len(self.findings), len(self.failed)
-        return f"{n - bad}/{n} 项检查通过 (checks passed)"
+        n, good = max(self.total, len(self.findings)), len(self.findings) - len(self.failed)
+        bad, rows = len(self.failed), len(failures(self.findings))
+        grouped = f"（{bad} 项未通过，是 {rows} 个错误 (mistakes)）" if rows < bad else ""
+        return f"{good}/{n} 项检查通过 (checks passed){grouped}"
+
+    def waiting(self) -> str | None:
+        """The checks this answer did not reach (an earlier part failed or is not written)."""
+        left = self.total - len(self.findings)
+        return f"另有 {left} 项检查要等上面的问题改好才能进行 ({left} more checks wait for the parts above)" if left > 0 else None
 
     def __str__(self) -> str:
         lines = [f"[{self.kind}] {'通过 PASSED' if self.passed else '未通过 FAILED'} · {self.verdict()}"]
-        return "\n".join(lines + failure_lines(self.findings, show_level=False) + passed_lines(self.findings))
+        wait = [f"  … {self.waiting()}"] if self.waiting() else []
+        return "\n".join(lines + failure_lines(self.findings, show_level=False) + wait + passed_lines(self.findings))
 
     __repr__ = __str__
 
@@ -93,8 +114,9 @@ class ExerciseReport(Report):
         color = "#2e7d32" if self.passed else "#c62828"
         title = (f"<b style='color:{color}'>{html.escape(self.kind)}: {'通过 PASSED' if self.passed else '未通过 FAILED'}"
                  f"</b> · {html.escape(self.verdict())}")
+        wait = f"<div style='color:#666'>… {html.escape(self.waiting())}</div>" if self.waiting() else ""
         return (f"<div style='text-align:left'><div>{title}</div>{failure_table(self.findings, show_level=False)}"
-                f"{passed_html(self.findings)}</div>")
+                f"{wait}{passed_html(self.findings)}</div>")
 
 
 def call(fn: object, *args, seconds: float = 2.0, **kwargs):
@@ -120,6 +142,35 @@ def step(out: list[Finding], id: str) -> Iterator[None]:
         out.append(Finding(id, False, f"你的代码报错了 (your code raised): {err}"))
     except Exception as err:  # noqa: BLE001 - e.g. the answer returned something of the wrong type
         out.append(Finding(id, False, f"检查无法进行 (the answer broke this check): {type(err).__name__}: {err}"))
+
+
+def with_fix(idea: str, fix: str) -> str:
+    """A mistake's message: ``idea`` (the mistake and why) always; ``fix`` (the exact line) from the
+    second failed try of the same mistake on (``escalate``)."""
+    return f"{idea}{FIX}{fix}"
+
+
+def escalate(exercise_id: str, findings: list[Finding]) -> list[Finding]:
+    """Each failed finding's message as this try may show it: a first try of a mistake gets its idea
+    and a line saying the fix comes next time; a repeated one gets the fix line too. Counts the try."""
+    out = []
+    for f in findings:
+        if not f.passed and FIX in f.message:
+            idea, fix = f.message.split(FIX, 1)
+            again = TRIES.get((exercise_id, f.id), 0) > 0
+            shown = (f"{idea}。改法 (fix)：{fix}" if again else
+                     f"{idea}。（先按这个思路自己改；同一个错误再出现一次时，这里会给出改法 (the exact fix comes "
+                     f"after a second try)）")
+            f = Finding(f.id, f.passed, shown, f.example, f.level)
+        out.append(f)
+    for mistake in dict.fromkeys(f.id for f in findings if not f.passed):
+        TRIES[(exercise_id, mistake)] = TRIES.get((exercise_id, mistake), 0) + 1
+    return out
+
+
+def forget_tries() -> None:
+    """Start every mistake's count again (as a new kernel would)."""
+    TRIES.clear()
 
 
 def ok(id: str, message: str) -> Finding:
@@ -188,7 +239,8 @@ def run(id: str, answer: object) -> ExerciseReport:
         findings = [Finding("checker", False, f"检查时出错 (the answer broke a check): {type(err).__name__}: {err}")]
     finally:
         torch.set_num_threads(threads)
-    report = ExerciseReport(f"练习 {ex.id} · {ex.title}", findings)
+    report = ExerciseReport(f"练习 {ex.id} · {ex.title}", escalate(ex.id, findings))
+    report.total = ex.checks
     report.seconds = time.perf_counter() - t0      # the checker's own run time (tests keep it < 2 s)
     return report
 

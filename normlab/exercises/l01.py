@@ -13,7 +13,7 @@ from torch import Tensor, nn
 from torch.autograd.functional import jacobian
 
 from .. import blocks
-from .base import SubmissionError, call, close, compare, exercise, fail, ok, step
+from .base import SubmissionError, call, close, compare, exercise, fail, ok, step, with_fix
 
 __all__ = ["branches_24"]
 
@@ -36,7 +36,7 @@ def _build(cls: object, branch: nn.Module) -> nn.Module:
 
 # ----------------------------------------------------------------------------------------------- 01.1
 
-@exercise("01.1", title="写一个残差块 (residual block)：x + F(x)", target_minutes=5)
+@exercise("01.1", title="写一个残差块 (residual block)：x + F(x)", target_minutes=5, checks=4)
 def check_residual_block(ResidualBlock) -> list:
     out = []
     f = _mlp(8, seed=1)
@@ -48,14 +48,16 @@ def check_residual_block(ResidualBlock) -> list:
             with torch.no_grad():
                 got, want = call(block, x), x0 + f(x0)
             if not torch.equal(x, x0):
-                out.append(fail("input_modified", "输入 x 被原地修改了 (modified in place)：`x += f(x)` 改写了调用者的张量，"
-                                                  "也会让 autograd 出错。写 `return x + self.branch(x)`", input=x0))
+                out.append(fail("input_modified", with_fix("输入 x 被原地修改了 (modified in place)：`x += f(x)` 改写了调用者的张量，"
+                                                           "也会让 autograd 出错；残差块要返回一个新的张量",
+                                                           "`return x + self.branch(x)`"), input=x0))
                 continue
             with torch.no_grad():
                 mistakes = {"no_identity": (lambda: f(x), "输出是 F(x)：漏了恒等路径 (identity path) + x"),
                             "plus_one": (lambda: f(x) + 1,
-                                         "输出是 F(x) + 1：恒等路径加的是输入 x 本身，不是常数 1。“对 x 求导得 1”"
-                                         "说的是 ∂x/∂x = I（勘误 A1），不是在输出上加 1；写 `return x + self.branch(x)`"),
+                                         with_fix("输出是 F(x) + 1：恒等路径加的是输入 x 本身，不是常数 1。“对 x 求导得 1”"
+                                                  "说的是 ∂x/∂x = I（勘误 A1），不是在输出上加 1",
+                                                  "`return x + self.branch(x)`")),
                             "no_branch": (x, "输出就是 x：分支 F(x) 没有加上"),
                             "branch_twice": (lambda: x + f(x + f(x)), "分支用了两次：x + F(x + F(x))"),
                             "scaled": (lambda: (x + f(x)) / 2, "输出被除以 2：残差块就是 x + F(x)，不取平均")}
@@ -70,8 +72,9 @@ def check_residual_block(ResidualBlock) -> list:
             if all(id(p) in mine for p in f.parameters()):
                 out.append(ok("registered", "分支的参数都在 block.parameters() 里（优化器会更新它们）"))
             else:
-                out.append(fail("not_registered", "block.parameters() 里没有分支的权重：把分支存成 self.branch = branch"
-                                                  "（nn.Module 属性），不要放进普通 list/dict 或只在 forward 里引用"))
+                out.append(fail("not_registered", with_fix("block.parameters() 里没有分支的权重：分支要登记为块的子模块"
+                                                           " (submodule)，放进普通 list/dict 或只在 forward 里引用都不算",
+                                                           "在 __init__ 里写 `self.branch = branch`")))
     with step(out, "gradient"):
         # g plays ∂L/∂y: a random upstream gradient, so ∂L/∂x = g + J_Fᵀ g; the identity path passes g back unchanged
         x = _sample((4, 8), seed=7).requires_grad_()
@@ -83,8 +86,9 @@ def check_residual_block(ResidualBlock) -> list:
         if close(x.grad, ref.grad, 1e-5):
             out.append(ok("gradient", "对 x 的梯度 = g + J_Fᵀ g（g = ∂L/∂y）：恒等路径把上游梯度原样传回"))
         elif x.grad is not None and close(x.grad, ref.grad - g, 1e-5) and value_ok:
-            out.append(fail("identity_detached", "输出的值对，但梯度里少了恒等路径传回的那一份 g" + upstream +
-                            "：x 在加上去之前被 `.detach()` 或 `.data` 切断了，写 `x + self.branch(x)`",
+            out.append(fail("identity_detached", with_fix("输出的值对，但梯度里少了恒等路径传回的那一份 g" + upstream +
+                                                          "：x 在加上去之前被 `.detach()` 或 `.data` 切断了",
+                                                          "`return x + self.branch(x)`（x 本身，不 detach）"),
                             input=x.detach(), expected=ref.grad, got=x.grad))
         elif x.grad is not None and close(x.grad, ref.grad - g, 1e-5):
             out.append(fail("no_identity_gradient", "梯度里也少了恒等路径传回的那一份 g" + upstream +
@@ -98,7 +102,7 @@ def check_residual_block(ResidualBlock) -> list:
 
 # ----------------------------------------------------------------------------------------------- 01.2
 
-@exercise("01.2", title="残差块的雅可比矩阵 (Jacobian) 是 I + J_F", target_minutes=10)
+@exercise("01.2", title="残差块的雅可比矩阵 (Jacobian) 是 I + J_F", target_minutes=10, checks=2)
 def check_residual_jacobian(residual_jacobian) -> list:
     out = []
     d = 6
@@ -150,7 +154,7 @@ def _grad_norms(branches, fn, x, r) -> list[float]:
     return norms
 
 
-@exercise("01.3", title="让 24 块的普通堆叠能训练：加上残差 (residual)", target_minutes=10)
+@exercise("01.3", title="让 24 块的普通堆叠能训练：加上残差 (residual)", target_minutes=10, checks=2)
 def check_residual_forward(residual_forward) -> list:
     out = []
     branches = branches_24(seed=11)
@@ -163,7 +167,8 @@ def check_residual_forward(residual_forward) -> list:
             for f in branches:
                 want = want + f(want)
         if not torch.equal(x, x0):
-            out.append(fail("input_modified", "输入 x 被原地修改了：`x += f(x)` 改写了调用者的张量；写 `x = x + f(x)`"))
+            out.append(fail("input_modified", with_fix("输入 x 被原地修改了：`x += f(x)` 改写了调用者的张量；"
+                                                       "每一块要得到一个新的 h", "`x = x + f(x)`")))
             return out
         with torch.no_grad():
             mistakes = {"still_plain": (lambda: _plain(branches, x), "输出和普通堆叠一样：每块还是 h = F(h)，没有加恒等路径"),
@@ -195,7 +200,7 @@ def _from_input(branches, x):
 
 # ----------------------------------------------------------------------------------------------- 01.4
 
-@exercise("01.4", title="写 ReZero 块：x + α·F(x)，α 初值 0 (residual scaling)", target_minutes=10)
+@exercise("01.4", title="写 ReZero 块：x + α·F(x)，α 初值 0 (residual scaling)", target_minutes=10, checks=4)
 def check_rezero(ReZero) -> list:
     out = []
     f = _mlp(8, seed=21)
@@ -221,10 +226,12 @@ def check_rezero(ReZero) -> list:
         elif any(p.numel() == 8 for p in own):
             out.append(fail("per_channel", "α 是每个通道一个的向量：那是 LayerScale 的 diag(λ)；ReZero 的 α 是一个标量"))
         elif not isinstance(block, nn.Module) or not any(id(p) in {id(q) for q in block.parameters()} for p in f.parameters()):
-            out.append(fail("not_registered", "应继承 nn.Module，并把分支存成 self.branch：否则 .parameters() 里没有它的权重"))
+            out.append(fail("not_registered", with_fix("应继承 nn.Module，并把分支登记为子模块 (submodule)："
+                                                       "否则 .parameters() 里没有它的权重", "`self.branch = branch`")))
         else:
-            out.append(fail("not_parameter", "找不到可学习的 α：写 self.alpha = nn.Parameter(torch.zeros(()))；"
-                                             "普通的 float 或张量不在 .parameters() 里，优化器不会更新它，块就永远是恒等映射"))
+            out.append(fail("not_parameter", with_fix("找不到可学习的 α：普通的 float 或张量不在 .parameters() 里，"
+                                                      "优化器不会更新它，块就永远是恒等映射；α 要是一个标量 nn.Parameter",
+                                                      "`self.alpha = nn.Parameter(torch.zeros(()))`")))
     if alpha is None:
         return out
     with step(out, "alpha_gradient"):

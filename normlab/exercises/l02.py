@@ -31,7 +31,7 @@ def _channel(t: Tensor, x: Tensor) -> Tensor:
 
 # ----------------------------------------------------------------------------------------------- 02.1
 
-@exercise("02.1", title="从滑动统计量写推理模式 (eval mode) 的 BN", target_minutes=8)
+@exercise("02.1", title="从滑动统计量写推理模式 (eval mode) 的 BN", target_minutes=8, checks=5)
 def check_bn_eval(bn_eval) -> list:
     out = []
     probes = (("eval_2d", (6, 4), 1e-5), ("eval_3d", (3, 4, 5), 1e-5), ("eval_4d", (2, 4, 3, 3), 1e-5),
@@ -83,7 +83,7 @@ def _pair(result) -> tuple[Tensor, Tensor]:
     return result[0], result[1]
 
 
-@exercise("02.2", title="一步训练后的滑动统计量 (running statistics)：momentum 与无偏方差", target_minutes=8)
+@exercise("02.2", title="一步训练后的滑动统计量 (running statistics)：momentum 与无偏方差", target_minutes=8, checks=5)
 def check_update_running(update_running) -> list:
     out = []
     C = 3
@@ -133,7 +133,7 @@ def _keras_trace(m: float, batches: list[Tensor]) -> Tensor:
     return torch.stack(out)
 
 
-@exercise("02.3", title="把 Keras 的 BatchNormalization 换成 PyTorch：momentum 与 epsilon", target_minutes=6)
+@exercise("02.3", title="把 Keras 的 BatchNormalization 换成 PyTorch：momentum 与 epsilon", target_minutes=6, checks=4)
 def check_from_keras(from_keras) -> list:
     out = []
     layer = call(from_keras, 1, momentum=0.99, epsilon=1e-3)
@@ -207,7 +207,7 @@ def reference_eval_accuracy(norm: str, batch: int, steps: int = 400, seed: int =
     return accuracy(model, *((x_te, y_te) if test else (x_tr, y_tr)), mode=mode)
 
 
-@exercise("02.4", title="小 batch：BN 与 GroupNorm 的推理准确率 (eval accuracy)", target_minutes=12)
+@exercise("02.4", title="小 batch：BN 与 GroupNorm 的推理准确率 (eval accuracy)", target_minutes=12, checks=2)
 def check_eval_accuracy(eval_accuracy) -> list:
     out = []
     steps, seed = 25, 1

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from torch.autograd.functional import jacobian
 
 from .. import variants
-from .base import SubmissionError, call, compare, exercise, fail, ok, step
+from .base import SubmissionError, call, compare, exercise, fail, ok, step, with_fix
 
 __all__ = ["TEXT_NORMS", "reference_groups"]
 
@@ -47,7 +47,7 @@ def _group_stats_norm(x: Tensor, groups: int, eps: float, interleaved: bool = Fa
     return y.reshape(x.shape)
 
 
-@exercise("03.1", title="用 LN 和 IN 的归约写 GroupNorm (reduction axes)", target_minutes=12)
+@exercise("03.1", title="用 LN 和 IN 的归约写 GroupNorm (reduction axes)", target_minutes=12, checks=6)
 def check_group_norm(group_norm) -> list:
     out = []
     probes = (((4, 6), 3, 1e-5), ((2, 6, 5), 2, 1e-5), ((2, 6, 3, 3), 3, 1e-5), ((2, 6, 3, 3), 1, 1e-5),
@@ -67,7 +67,7 @@ def check_group_norm(group_norm) -> list:
                 "over_batch": (gn(over_batch=True), "统计量跨了 batch 维：GroupNorm 是每个样本自己的统计量（和 batch 大小无关）"),
                 "spatial_missing": (gn(spatial=False), "每组只在通道上求了统计量，漏了空间/序列维：每组是 (C/G, H, W) 上的所有元素"),
                 "g_as_group_size": (lambda: _group_stats_norm(x, C // G, eps), f"把 G 当成了每组的通道数：G = {G} 是组数，每组 C/G 个通道"),
-                "unbiased_variance": (gn(unbiased=True), "用了无偏方差（÷(m − 1)）：归一化用有偏方差（÷m），要写 unbiased=False"),
+                "unbiased_variance": (gn(unbiased=True), with_fix("用了无偏方差（÷(m − 1)）：归一化用有偏方差（÷m）", "`var(..., unbiased=False)`")),
                 "eps_outside_root": (gn(eps_outside=True), "ε 在根号外 (x − μ)/(σ + ε)：应为 (x − μ)/√(σ² + ε)"),
                 "ignores_groups": (lambda: _group_stats_norm(x, 1, eps), f"G = {G} 没有用上：结果是 G = 1（图像式 LayerNorm，整个样本一组）"),
                 "always_instance": (lambda: _group_stats_norm(x, C, eps), f"G = {G} 没有用上：结果是 G = C（InstanceNorm，每个通道一组）"),
@@ -144,7 +144,7 @@ GROUP_HINTS = {   # norm: {(count formula, size formula): the mistake it reveals
 SHAPES_03_2 = ((2, 3, 8, 2), (3, 5, 8, 4), (4, 6, 8, 4))
 
 
-@exercise("03.2", title="数一数：(B, S, E) 上每种归一化有几组统计量 (statistics groups)", target_minutes=8)
+@exercise("03.2", title="数一数：(B, S, E) 上每种归一化有几组统计量 (statistics groups)", target_minutes=8, checks=6)
 def check_stat_groups(stat_groups) -> list:
     out = []
     for norm in TEXT_NORMS:
@@ -176,7 +176,7 @@ def check_stat_groups(stat_groups) -> list:
 
 # ----------------------------------------------------------------------------------------------- 03.3
 
-@exercise("03.3", title="LayerNorm：ε 在根号里面 (eps inside the root)", target_minutes=8)
+@exercise("03.3", title="LayerNorm：ε 在根号里面 (eps inside the root)", target_minutes=8, checks=4)
 def check_layer_norm(layer_norm) -> list:
     out = []
     E = 8
@@ -197,7 +197,8 @@ def check_layer_norm(layer_norm) -> list:
                                      "ε 在根号外 (x − μ)/(σ + ε)：应为 (x − μ)/√(σ² + ε)。两者只在方差接近 ε 的“平”输入上"
                                      "明显不同（这一项的输入方差正好等于 ε：根号内输出的标准差是 1/√2，根号外接近 1）"),
                 "unbiased_variance": (lambda: (x - mu) / torch.sqrt(x.var(-1, keepdim=True) + eps) * w + b,
-                                      "用了无偏方差 x.var(dim=-1)（÷(E − 1)，勘误 D1）：LN 用有偏方差，写 unbiased=False"),
+                                      with_fix("用了无偏方差 x.var(dim=-1)（÷(E − 1)，勘误 D1）：LN 用有偏方差（÷E）",
+                                               "`x.var(dim=-1, keepdim=True, unbiased=False)`")),
                 "std_under_root": (lambda: (x - mu) / torch.sqrt(x.std(-1, keepdim=True, unbiased=False) + eps) * w + b,
                                    "根号里是标准差 σ：应为方差 σ²（勘误 E5）"),
                 "no_mean": (lambda: variants.rms_norm(x, eps=eps) * w + b, "没有减均值：那是 RMSNorm（第 04 课）；LN 先减 μ"),
@@ -225,7 +226,7 @@ def _padded(seed: int, pad_value: float) -> tuple[Tensor, Tensor]:
     return x, mask
 
 
-@exercise("03.4", title="带填充 (padding) 的 batch：只在真实 token 上求 BN 的统计量", target_minutes=10)
+@exercise("03.4", title="带填充 (padding) 的 batch：只在真实 token 上求 BN 的统计量", target_minutes=10, checks=4)
 def check_masked_bn_stats(masked_bn_stats) -> list:
     out = []
     for name, pad in (("zero_padding", 0.0), ("garbage_padding", 100.0)):

@@ -77,7 +77,7 @@ def llama_reference(x: Tensor, weight: Tensor, eps: float) -> Tensor:
 
 
 @exercise("04.1", title="LLaMA 式 RMSNorm：float32 上转在乘 weight 之前结束 (upcast, cast back, then weight)",
-                target_minutes=10)
+                target_minutes=10, checks=6)
 def check_llama(answer) -> list[Finding]:
     out: list[Finding] = []
     x, w = _sample(1), _weight(2)
@@ -159,7 +159,7 @@ class _MissingWeight(Exception):
     pass
 
 
-@exercise("04.2", title="Gemma 的 RMSNorm：增益 1 + w，w 初始化为 0 (Gemma's (1 + w) gain)", target_minutes=10)
+@exercise("04.2", title="Gemma 的 RMSNorm：增益 1 + w，w 初始化为 0 (Gemma's (1 + w) gain)", target_minutes=10, checks=6)
 def check_gemma(answer) -> list[Finding]:
     out: list[Finding] = []
     try:
@@ -244,7 +244,7 @@ def check_gemma(answer) -> list[Finding]:
 # --------------------------------------------------------------------------- 04.3 Add + RMSNorm
 
 @exercise("04.3", title="Add + RMSNorm：返回新的残差流 h 和归一化的输出 y (residual add and norm)",
-                target_minutes=8)
+                target_minutes=8, checks=4)
 def check_add_rms_norm(answer) -> list[Finding]:
     out: list[Finding] = []
     x, r, w = _sample(21), _sample(22, shift=-0.3), _weight(23)
@@ -296,7 +296,7 @@ def bytes_reference(numel: int, itemsize: int, fused: bool, write_h: bool = True
     return bench.BYTES[key] // 4 * itemsize * numel
 
 
-@exercise("04.4", title="数一数：未融合和融合的 Add + RMSNorm 各读写多少字节 (memory traffic)", target_minutes=8)
+@exercise("04.4", title="数一数：未融合和融合的 Add + RMSNorm 各读写多少字节 (memory traffic)", target_minutes=8, checks=6)
 def check_bytes(answer) -> list[Finding]:
     out: list[Finding] = []
     numel = 16 * 512 * 1024

@@ -66,7 +66,7 @@ def _same(p: tuple[float, float], q: tuple[float, float]) -> bool:
     return all(math.isclose(u, v, rel_tol=1e-3) for u, v in zip(p, q))
 
 
-@exercise("05.1", title="DeepNet 的 α、β：四种架构 (alpha, beta per architecture)", target_minutes=8)
+@exercise("05.1", title="DeepNet 的 α、β：四种架构 (alpha, beta per architecture)", target_minutes=8, checks=4)
 def check_constants(answer) -> list[Finding]:
     out: list[Finding] = []
     for arch in ARCHITECTURES:
@@ -115,7 +115,7 @@ def _parts(seed: int, alpha: float):
     return x, mlp, ln, res
 
 
-@exercise("05.2", title="DeepNorm 的残差更新 LN(α·x + G(x))（改正 labml 的写法）", target_minutes=8)
+@exercise("05.2", title="DeepNorm 的残差更新 LN(α·x + G(x))（改正 labml 的写法）", target_minutes=8, checks=2)
 def check_update(answer) -> list[Finding]:
     out: list[Finding] = []
     for name, alpha in (("update", 2.21), ("update_alpha_small", 1.3)):
@@ -173,7 +173,7 @@ def _gains(model: nn.Module) -> dict[str, float]:
     return out
 
 
-@exercise("05.3", title="DeepNorm 的初始化：β 只缩放 fc1、fc2、v_proj、out_proj (init with beta)", target_minutes=10)
+@exercise("05.3", title="DeepNorm 的初始化：β 只缩放 fc1、fc2、v_proj、out_proj (init with beta)", target_minutes=10, checks=3)
 def check_init(answer) -> list[Finding]:
     out: list[Finding] = []
     model = _model()

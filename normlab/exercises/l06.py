@@ -49,7 +49,7 @@ WARMUP_MISTAKES = {
 }
 
 
-@exercise("06.1", title="学习率预热 lr(t)：与训练循环实际用的学习率一致 (warm-up schedule)", target_minutes=6)
+@exercise("06.1", title="学习率预热 lr(t)：与训练循环实际用的学习率一致 (warm-up schedule)", target_minutes=6, checks=3)
 def check_warmup(answer) -> list[Finding]:
     out: list[Finding] = []
     for name, lr_max, T, steps in (("warmup", 3e-3, 5, 12), ("long_warmup", 1e-2, 100, 3)):
@@ -89,7 +89,7 @@ def _stack(seed: int):
     return stack, x
 
 
-@exercise("06.2", title="Pre-Norm 堆叠与最后的归一化 (Pre-Norm stack with its final norm)", target_minutes=8)
+@exercise("06.2", title="Pre-Norm 堆叠与最后的归一化 (Pre-Norm stack with its final norm)", target_minutes=8, checks=2)
 def check_stack(answer) -> list[Finding]:
     out: list[Finding] = []
     for name, seed in (("stack", 51), ("stack_seed2", 52)):
@@ -147,7 +147,7 @@ def _norms_of(model: nn.Module) -> list[nn.Module]:
     return [b.mlp.norm for b in getattr(getattr(model, "stack", None), "blocks", [])]
 
 
-@exercise("06.3", title="让 24 层 Post-LN 不预热也能训练 (deep Post-LN without warm-up)", target_minutes=15)
+@exercise("06.3", title="让 24 层 Post-LN 不预热也能训练 (deep Post-LN without warm-up)", target_minutes=15, checks=2)
 def check_deep(answer) -> list[Finding]:
     out: list[Finding] = []
     got = call(answer, SEED)

@@ -42,7 +42,7 @@ def _params(m: nn.Module) -> dict[str, nn.Parameter]:
 
 # --------------------------------------------------------------------------- 07.1 ScaleNorm
 
-@exercise("07.1", title="ScaleNorm：只有一个标量增益 g 的 RMSNorm (one scalar gain)", target_minutes=8)
+@exercise("07.1", title="ScaleNorm：只有一个标量增益 g 的 RMSNorm (one scalar gain)", target_minutes=8, checks=4)
 def check_scalenorm(answer) -> list[Finding]:
     out: list[Finding] = []
     m = _module(answer, D)
@@ -115,7 +115,7 @@ def reference_logits(q: Tensor, k: Tensor, qn, kn, scale: float = DH ** -0.5, sp
 
 
 @exercise("07.2", title="每个头的 QK-norm：注意力 logit 与它的界 (per-head QK-norm and the logit bound)",
-          target_minutes=12)
+          target_minutes=12, checks=2)
 def check_qk(answer) -> list[Finding]:
     out: list[Finding] = []
     att, x = qk_setup(71)
@@ -161,7 +161,7 @@ def check_qk(answer) -> list[Finding]:
 
 # --------------------------------------------------------------------------- 07.3 DyT
 
-@exercise("07.3", title="DyT：γ·tanh(αx) + β，α 是可学习的标量 (Dynamic Tanh)", target_minutes=10)
+@exercise("07.3", title="DyT：γ·tanh(αx) + β，α 是可学习的标量 (Dynamic Tanh)", target_minutes=10, checks=5)
 def check_dyt(answer) -> list[Finding]:
     out: list[Finding] = []
     m = _module(answer, D)
@@ -180,12 +180,14 @@ def check_dyt(answer) -> list[Finding]:
         out.append(fail("alpha_shape", f"α 应是一个标量，实际形状 {tuple(alpha.shape)}"))
     else:
         a0 = alpha.detach().flatten()[0].item()
-        out.append(ok("alpha", "α 是一个可学习的标量") if math.isclose(a0, 0.5)
-                   else fail("alpha_init", "α 应初始化为 0.5（参考实现 dynamic_tanh.py 的默认值）", expected=0.5, got=a0))
-    with step(out, "alpha_init_arg"):
-        a2 = _params(_module(answer, D, alpha_init=2.0)).get("alpha")
-        if a2 is not None and not torch.all(a2 == 2.0):
-            out.append(fail("alpha_init_arg", "构造时传入的 alpha_init 没有用上", expected=2.0, got=a2))
+        if not math.isclose(a0, 0.5):
+            out.append(fail("alpha_init", "α 应初始化为 0.5（参考实现 dynamic_tanh.py 的默认值）", expected=0.5, got=a0))
+        else:                            # one check, one finding: the default, then the argument (issue 36: counts)
+            with step(out, "alpha_init_arg"):
+                a2 = _params(_module(answer, D, alpha_init=2.0)).get("alpha")
+                out.append(ok("alpha", "α 是一个可学习的标量，初值 0.5，构造参数 alpha_init 也用上了")
+                           if a2 is None or torch.all(a2 == 2.0)
+                           else fail("alpha_init_arg", "构造时传入的 alpha_init 没有用上", expected=2.0, got=a2))
     w, b = params.get("weight"), params.get("bias")
     if w is None or b is None:
         missing = [n for n, p in (("weight", w), ("bias", b)) if p is None]

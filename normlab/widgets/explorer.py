@@ -25,9 +25,11 @@ lists only those, and the static grid holds only their states.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import itertools
 from collections.abc import Sequence
+from pathlib import Path
 from typing import ClassVar
 from functools import lru_cache
 
@@ -43,6 +45,7 @@ from .axes_groups import Selection, describe, element_stats, groups, stat_lines,
 from .axes_layers import (AXES, DEFAULT_SHAPE, LABELS, LAYOUTS, NORMS, axis_sizes, check_input,
                           module_line, normalizer)
 from .dependence import dependence_groups
+from . import grid_file
 from .web_host import WebWidget, control_order, grid_key, plain
 
 __all__ = ["NORMS", "LAYOUTS", "LABELS", "AXES", "DEFAULT_SHAPE", "AxesExplorer", "Selection", "groups",
@@ -142,6 +145,37 @@ def explorer_data(norm: str, layout: str, shape: Sequence[int], num_groups: int 
     return _data(norm, layout, tuple(int(s) for s in shape), g, int(seed))
 
 
+def grid_controls_for(norms: Sequence[str]) -> list[dict]:
+    """Every norm of ``norms`` × layout × every size a static page's sliders reach (up to each axis's
+    grid_max), GroupNorm with every G that divides the channels; seed 0, the middle cell."""
+    out = []
+    for layout in LAYOUTS:
+        ranges = [range(lo, grid_max + 1) for _, _, lo, _, grid_max in DIMS[layout]]
+        ch = SPEC["channel_axis"][layout]
+        for shape in itertools.product(*ranges):
+            for norm in norms:
+                gs = _divisors(shape[ch]) if norm == "groupnorm" else [0]
+                out += [{"layout": layout, "norm": norm, "shape": _shape_text(shape), "num_groups": g} for g in gs]
+    return out
+
+
+# The full grid (every norm, seed 0) ships with the package: 20 s of CPU that neither the book's
+# executor nor a JupyterLab kernel should spend. Rewrite it after a change here: write_grid().
+GRID_FILE = Path(__file__).resolve().parent / "data" / "explorer_grid.json.gz"
+
+
+def grid_header() -> dict:
+    """What the shipped grid must have been made for: its format, seed 0, and every key of the full grid."""
+    order = control_order(spec_for(NORMS))
+    keys = sorted(grid_key(c, order) for c in grid_controls_for(NORMS))
+    return {"format": 1, "seed": 0, "keys": hashlib.sha1("\n".join(keys).encode()).hexdigest()}
+
+
+def write_grid() -> None:
+    """python -c "from normlab.widgets import explorer; explorer.write_grid()" (about 20 s)."""
+    grid_file.write(GRID_FILE, grid_header(), WebWidget.static_grid(AxesExplorer()))   # computed, not read
+
+
 def _shape_text(shape: Sequence[int]) -> str:
     return ",".join(str(int(s)) for s in shape)
 
@@ -234,27 +268,29 @@ class AxesExplorer(WebWidget):
         return explorer_data(norm, layout, shape, int(controls.get("num_groups") or 2), int(controls.get("seed", 0)))
 
     def grid_controls(self) -> list[dict]:
-        """Every offered norm × layout × every size a static page's sliders reach (up to each axis's
-        grid_max), GroupNorm with every G that divides the channels; seed 0, the middle cell."""
-        out = []
-        for layout in LAYOUTS:
-            ranges = [range(lo, grid_max + 1) for _, _, lo, _, grid_max in DIMS[layout]]
-            ch = SPEC["channel_axis"][layout]
-            for shape in itertools.product(*ranges):
-                for norm in self.norms:
-                    gs = _divisors(shape[ch]) if norm == "groupnorm" else [0]
-                    out += [{"layout": layout, "norm": norm, "shape": _shape_text(shape), "num_groups": g}
-                            for g in gs]
-        return out
+        return grid_controls_for(self.norms)
 
     _grids: ClassVar[dict[tuple[str, ...], dict]] = {}
+    grid_fixed = {"seed": 0}             # the grid's input is seed 0's; another seed goes to the kernel
+
+    @staticmethod
+    def _full_grid() -> dict | None:
+        """Every norm's grid: the shipped file, read once per process (None where it is missing or stale)."""
+        if NORMS not in AxesExplorer._grids:
+            AxesExplorer._grids[NORMS] = grid_file.read(GRID_FILE, grid_header())
+        return AxesExplorer._grids[NORMS]
+
+    @property
+    def live_grid(self) -> bool:
+        """JupyterLab answers a state of the grid in the browser too, where the grid is read, not computed."""
+        return self._full_grid() is not None
 
     def static_grid(self) -> dict[str, dict]:
         """{grid key: data} over ``grid_controls()`` (the same for every instance offering the same
-        norms: seed 0; computed once per set of norms, a subset taken from the full grid when it is there)."""
+        norms: seed 0; the shipped file's full grid, or computed once per set of norms)."""
         grid = AxesExplorer._grids.get(self.norms)
         if grid is None:
-            full = AxesExplorer._grids.get(NORMS)
+            full = self._full_grid()
             if full is not None:
                 order = control_order(self.spec)
                 grid = {k: full[k] for k in (grid_key(c, order) for c in self.grid_controls())}

@@ -296,6 +296,12 @@ class GradFlow(web_host.WebWidget):
     def grid_controls(self) -> list[dict]:
         return [c for c in grid_controls() if all(c[n] in v for n, v in self.options.items())]
 
+    @property
+    def live_grid(self) -> bool:
+        """JupyterLab answers a state of the grid in the browser too: the shipped grid's seed only
+        (another seed's grid takes minutes to compute)."""
+        return self.seed == GRID_SEED and GRID_FILE.exists()
+
     def static_grid(self) -> dict[str, dict]:
         """The precomputed grid for this widget's seed, plus its current setting if that is not in it."""
         full = grid(self.seed)

@@ -23,14 +23,25 @@ meanwhile: ipykernel dispatches comm messages while a cell awaits (``Kernel.disp
 with a one-line error (PredictionPending: Run All stops; after the pick the learner runs on). An
 interrupt ends the wait with one line too. No wait where nobody can pick: NORMLAB_PREDICT_WAIT=0 (the
 test run, the book, the sweep), the static widget (NORMLAB_STATIC=1), outside a kernel.
+
+The class's bars (issue 39): under a hub that runs the class service (normlab/classroom/), the kernel's
+environment says where it is (NORMLAB_CLASSROOM_URL, set by the hub's configuration, and the hub's own
+JUPYTERHUB_SERVICE_PREFIX / JUPYTERHUB_BASE_URL); ``Ask.classroom`` is then the service's path as the
+learner's browser reaches it (same origin as JupyterLab, through the hub's proxy), and web/predict.js
+loads the service's front end once per page (api/session.js?login=1, then static/classroom.js), which
+draws the class's bars under a prompt after the learner's guess and opens the answer fold when the
+teacher reveals it. Anywhere else (one machine, the book, the slides, a hub without the service) the
+trait is "" and the page requests nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import signal
 import threading
+from urllib.parse import urlparse
 
 import traitlets
 
@@ -85,11 +96,28 @@ def _where() -> str:
         return str(path)
 
 
+def classroom_base(environ=None) -> str:
+    """The class service's path as a learner's browser reaches it ("/services/normlab-classroom/"), or ""
+    where there is none: no NORMLAB_CLASSROOM_URL, not a hub's single-user server (no
+    JUPYTERHUB_SERVICE_PREFIX), or the book's and the slides' executors (NORMLAB_STATIC=1)."""
+    env = os.environ if environ is None else environ
+    url = env.get("NORMLAB_CLASSROOM_URL", "").strip()
+    if not url or not env.get("JUPYTERHUB_SERVICE_PREFIX", "").strip() or env.get("NORMLAB_STATIC") == "1":
+        return ""
+    path = urlparse(url).path or "/"                 # the kernel's URL is the service's own address; the
+    base = env.get("JUPYTERHUB_BASE_URL", "/").strip() or "/"     # browser goes through the hub's proxy
+    if not path.startswith(base):
+        path = base.rstrip("/") + "/" + path.lstrip("/")
+    return path if path.endswith("/") else path + "/"
+
+
 class Ask(web_host.WebWidget):
     """One prompt's options; ``controls`` = {"choice": "" or a key}. A change from the front-end (or
-    ``choose()``) saves the guess; the initial value is the saved one, if any."""
+    ``choose()``) saves the guess; the initial value is the saved one, if any. ``classroom``: the class
+    service's path for the browser, "" without one (classroom_base)."""
 
     web_name = "predict"
+    classroom = traitlets.Unicode("").tag(sync=True)
 
     def __init__(self, lesson: str, pid: str) -> None:
         self.entry = data.entry(lesson, pid)           # a PredictionError (Chinese) for an unknown prompt
@@ -97,7 +125,7 @@ class Ask(web_host.WebWidget):
         self._live, self._picked = False, ""
         stored = data.load_guesses().get(self.key, {}).get("choice", "")
         self._saved = stored if stored in self.entry["keys"] else ""
-        super().__init__(spec=self._spec(), controls={"choice": self._saved})
+        super().__init__(spec=self._spec(), controls={"choice": self._saved}, classroom=classroom_base())
         self._live = True
 
     def _spec(self) -> dict:

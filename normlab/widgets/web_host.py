@@ -12,6 +12,9 @@ five synced traits:
     spec      the control definitions, titles, axis labels, ``control_order`` (constant)
     source    "live" (JupyterLab: Python computes ``data``) or "grid" (book, slides: a lookup table)
     error     a learner-facing Chinese message, "" when none
+    grid      live, where the subclass's grid is cheap (``live_grid``): the precomputed grid, packed
+              (grid_file.pack), and ``grid_meta`` its key order and fixed controls; the front-end
+              answers a state it holds at once, the kernel follows
 
 Live: ``WebWidget`` (an ``anywidget.AnyWidget``); a subclass implements ``compute(controls) -> dict``
 and ``grid_controls()``; a change of ``controls`` recomputes ``data`` in the kernel.
@@ -44,6 +47,8 @@ from typing import Any, ClassVar
 
 import anywidget
 import traitlets
+
+from . import grid_file
 
 __all__ = ["WebWidget", "static_html", "mimebundle", "grid_key", "plain", "esm_text", "css_text",
            "WEB_DIR", "GRID_BADGE", "LIVE_BADGE", "MISSING_MESSAGE"]
@@ -142,6 +147,11 @@ class WebWidget(anywidget.AnyWidget):
     spec = traitlets.Dict().tag(sync=True)
     source = traitlets.Unicode("live").tag(sync=True)
     error = traitlets.Unicode("").tag(sync=True)
+    grid = traitlets.Unicode("").tag(sync=True)
+    grid_meta = traitlets.Dict().tag(sync=True)
+    live_grid: ClassVar[bool] = False        # static_grid() is cheap (shipped): send it to the front-end
+    grid_fixed: ClassVar[dict] = {}          # controls outside the grid's key that it assumes ({"seed": 0})
+    _grid: Mapping = {}                      # the live grid (set in __init__ where live_grid), {} otherwise
 
     def __init_subclass__(cls, **kwargs) -> None:
         if cls.__dict__.get("web_name"):
@@ -166,6 +176,10 @@ class WebWidget(anywidget.AnyWidget):
         self.controls = dict(controls or {})       # computes the first data (observer below)
         if not self.data and not self.error:
             self._recompute(self.controls)
+        if self.live_grid and not static_mode():
+            self._grid = self.static_grid()
+            self.grid_meta = {"order": control_order(self.spec), "fixed": dict(self.grid_fixed)}
+            self.grid = grid_file.pack(self._grid)
 
     # what a subclass provides
     def compute(self, controls: dict) -> dict:
@@ -180,8 +194,11 @@ class WebWidget(anywidget.AnyWidget):
         self._recompute(change["new"])
 
     def _recompute(self, controls: Mapping) -> None:
+        entry = grid_file.entry(self._grid, controls, control_order(self.spec), self.grid_fixed)   # drawn already
         try:
-            data = plain(self.compute(dict(controls)))
+            if entry is not None and ERROR_KEY in entry:
+                raise ValueError(entry[ERROR_KEY])
+            data = dict(entry) if entry is not None else plain(self.compute(dict(controls)))
         except ValueError as err:
             self.error = str(err)                   # data unchanged: the last good picture stays
             return

@@ -13,7 +13,8 @@
 const POLL_MS = 500;          // the teacher's bars: "updates within a second"
 const REVEALS_MS = 2000;      // a learner's page asks which answers the teacher revealed
 const GUESS_EVENT = "normlab:guess", REVEAL_EVENT = "normlab:reveal";
-const PROMPT = ".nl-pr-ask[data-key]";     // a prompt's choice widget (web/predict.js): data-key "LL.id"
+const PROMPT = ".nl-pr-ask[data-key]";
+const HEAD = "全班的预测 (the class's guesses)";     // a prompt's choice widget (web/predict.js): data-key "LL.id"
 
 export function session() {
   return window.normlabClassroom || null;
@@ -57,7 +58,7 @@ export function pollBars(holder, lesson, id, { teacher = false, interval = POLL_
   const info = session();
   ensureStyle();
   const box = el("div", { class: "nl-cr", "data-prompt": `${lesson}.${id}`, "aria-live": "polite" }, holder);
-  const head = el("div", { class: "nl-cr-head", text: "全班的预测 (the class's guesses)" }, box);
+  const head = el("div", { class: "nl-cr-head", text: HEAD }, box);
   const rows = el("div", {}, box);
   const n = el("div", { class: "nl-cr-n" }, box);
   let timer = null, stopped = false;
@@ -95,7 +96,7 @@ export function pollBars(holder, lesson, id, { teacher = false, interval = POLL_
     if (stopped) return;
     try {
       const r = await call(info, "GET", `api/poll/${lesson}/${id}`);
-      if (r.status === 200) draw(r.data);
+      if (r.status === 200) { head.textContent = HEAD; draw(r.data); }
       else head.textContent = (r.data && r.data.error) || `HTTP ${r.status}`;
     } catch (e) { /* the service is away: try again */ }
     if (!stopped && interval) timer = setTimeout(tick, interval);

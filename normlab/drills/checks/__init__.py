@@ -9,7 +9,12 @@
                    centring of the output, γ/β, a least-squares fit of a backward pass on the true terms)
     diagnosis.py   each property that differs from torch's, in the candidate's words, with the fix
     messages.py    the texts of the known mistakes
-    layernorm.py, batchnorm.py (+ batchnorm_modes.py), backward.py, blocks.py   the cards
+    roles.py       which tensor is γ, β, the running mean and variance: measured by what it does, never by its name
+    keepdim.py     a broadcast error said only as far as the source shows it (a reduction without keepdim)
+    geometry.py    where each norm's statistics and parameters live, in every layout a card allows
+    backward_compare.py, backward_fit.py   a backward's gradients against autograd, named slip by slip or term by term
+    running.py     BatchNorm's running statistics, term by term
+    layernorm.py, batchnorm.py (+ batchnorm_modes.py), groupnorm.py, backward.py, blocks.py   the cards
 
 Every check compares with torch's own semantics (F.layer_norm, F.rms_norm, F.batch_norm, float64
 autograd) on several probes (eps 1e-5 and 1e-2, |x| from 1e-3 to 1e3). Every finding has a level:

@@ -16,7 +16,7 @@ from torch import Tensor
 from ..report import Finding, SubmissionError, short
 from .backward_compare import compare
 from .geometry import Geometry
-from .probes import PROD, _raised, fail, guarded, is_timeout, step
+from .probes import PROD, fail, guarded, is_timeout, step
 
 # (label, shapes, γ shaped to broadcast): the card's layout first, then the ones tried when it raises everywhere
 LAYOUTS = {
@@ -55,6 +55,10 @@ def _bw_args(fn, values: dict, which_norm: str, out):
     if any(p.kind == p.VAR_POSITIONAL for p in every):
         return card                     # f(grad_out, x, weight, *rest): the card's order
     params = [p for p in every if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if any(p.name.lower() == "cache" for p in params) and not any(f.id == "signature_cache" for f in out):
+        out.append(fail("signature_cache", f"函数的参数是 ({', '.join(p.name for p in params)})：要前向存下的 cache（CS231n 的写法）。"
+                        f"本卡片的签名是 ({', '.join(CARD_WORDS[r] for r in order)})：反向自己从 x 重算 μ、σ 和 x̂，"
+                        "检查器按这个签名调用 (signature differs from the card's)"))
     roles = []
     for p in params:
         role = "groups" if p.name == "G" else next((r for r, names in BW_ROLES.items() if p.name.lower() in names), None)
@@ -148,10 +152,11 @@ def _axis_hint(name: str, shape: tuple, geo: Geometry) -> str:
     if name == "grad_x":
         return ""
     rank = len(geo.shape)
-    for keep in range(rank):
-        if shape == (geo.shape[keep],) and keep != geo.channel_axis:
-            return (f"：你在 dim={tuple(a for a in range(rank) if a != keep)} 上求和，留下了 dim={keep}；"
-                    f"参数的梯度应在 dim={geo.sum_axes} 上求和，留下参数所在的 dim={geo.channel_axis}")
+    kept = [k for k in range(rank) if shape == (geo.shape[k],)]
+    if len(kept) == 1 and kept[0] != geo.channel_axis:      # only a shape that one axis explains is read this way
+        keep = kept[0]
+        return (f"：你在 dim={tuple(a for a in range(rank) if a != keep)} 上求和，留下了 dim={keep}；"
+                f"参数的梯度应在 dim={geo.sum_axes} 上求和，留下参数所在的 dim={geo.channel_axis}")
     return "（与参数同形）"
 
 

@@ -19,7 +19,7 @@ from .probes import close, fail, ok
 def candidate(p: dict, var_kind: str, eps_kind, form: str) -> tuple:
     """(grad_x, grad_w[, grad_b]) of one candidate: the textbook formula with the given slips, or
     ``form == "autograd"``: autograd of the forward with those slips."""
-    geo: Geometry = p["geo"]
+    geo: Geometry = p["geo"].swapped() if form == "other_axes" else p["geo"]
     x, w, gy, eps = p["x"], p["w"], p["gy"], p["eps"]
     e, kind = (eps_kind, "inside") if isinstance(eps_kind, float) else (eps, eps_kind if eps_kind != "given" else "inside")
     if form == "autograd":
@@ -38,13 +38,16 @@ def candidate(p: dict, var_kind: str, eps_kind, form: str) -> tuple:
     term2 = xh * mean(gh * xh) if form not in ("missing_var_term", "stats_as_constants") else 0
     gx = r * (gh - term1 - term2)
     gw = geo.psum(gy * xh * (geo.wb(w) if form == "grad_weight_uses_y" else 1))
+    if form == "other_axes":            # the parameters keep the card's own layout
+        gw, gb = p["geo"].psum(gy * xh), p["geo"].psum(gy)
+        return (gx, gw, gb) if p["geo"].center else (gx, gw)
     return (gx, gw, geo.psum(gy)) if geo.center else (gx, gw)
 
 
 def _candidates(which_norm):
     eps_kinds = ["given", "none", "outside", *FIXED_EPS]
     forms = ["full", "autograd", "missing_mean_term", "missing_var_term", "stats_as_constants", "wrong_divisor",
-             "grad_weight_uses_y"]
+             "grad_weight_uses_y", "other_axes"]
     if which_norm == "rmsnorm":
         forms = [f for f in forms if f not in ("missing_mean_term", "stats_as_constants")]
     cands = [(v, e, f) for v in ("biased", "unbiased") for f in forms for e in eps_kinds]
@@ -100,6 +103,10 @@ def compare(probes, names, which_norm, out):
                 diagnosed.setdefault(id, []).append(name)
                 first.setdefault(id, i)
             continue
+        if all(not bool(q["got"][i].any()) for q in probes):
+            out.append(fail(f"{name}_zero", f"{name} 全是 0 (all zeros)：它应为 {'Σ g·x̂' if i == 1 else 'Σ g' if i == 2 else '非零的梯度'}",
+                            bad[0]["x"], bad[0]["expected"][i], bad[0]["raw_got"][i]))
+            continue
         factor = _factor(probes, i)
         if factor:
             named = {"constant_factor": f"{name} {factor}（N 为行数，D 为列数）" if "N" in factor or "D" in factor
@@ -124,6 +131,10 @@ def compare(probes, names, which_norm, out):
         if id == "constant_factor":
             text = (f"梯度差了一个常数因子 (off by a constant factor)：{', '.join(where)}。检查求和/求平均、"
                     "以及 1/N、2 之类的系数")
+        elif id == "other_axes":
+            right, wrong = probes[0]["geo"].axes_words()
+            text = (f"反向传播里的统计量（μ、σ 和各项的平均）在 {wrong} 上求，应在 {right} 上 (statistics over the wrong "
+                    f"axis)（{', '.join(where)}）")
         else:
             bn = which_norm == "batchnorm"
             right = ("LayerNorm/RMSNorm 的平均在特征维上 (除以 D)，不是 batch 大小 N (divided by the batch size N instead of D)"

@@ -21,7 +21,7 @@ import torch
 
 from .geometry import Geometry
 
-EPS_KINDS = ("inside", "none", "outside")
+EPS_KINDS = ("inside", "none", "outside", "unbiased")      # the r each term class carries
 CLASS_WORDS = {"d": "直接项 r·ĝ", "m": "均值项 r·mean(ĝ)", "v": "方差项 r·x̂·mean(ĝ·x̂)"}
 
 
@@ -29,7 +29,8 @@ def _terms(p: dict, geo: Geometry, variant: dict[str, str]) -> dict[str, torch.T
     x, gy, eps = p["x"], p["gy"], p["eps"]
     wb = geo.wb(p["w"])
     gh = gy * wb
-    r = {c: geo.stats(x, eps, eps_kind=variant[c]) for c in "dmv"}
+    r = {c: geo.stats(x, eps, var="unbiased") if variant[c] == "unbiased" else geo.stats(x, eps, eps_kind=variant[c])
+         for c in "dmv"}
     xc_v, r_v = r["v"]
     xh = xc_v * r_v
     rd, rm = r["d"][1], r["m"][1]
@@ -159,6 +160,8 @@ def _words(coefs, geos, variant) -> dict[str, str] | None:
             add("eps_missing", f"grad_x 的{CLASS_WORDS[cls]}里的 r 没有 ε：r = 1/sqrt(var + ε)，不是 1/sqrt(var)；")
         elif kind == "outside":
             add("eps_outside_root", f"grad_x 的{CLASS_WORDS[cls]}里的 ε 在根号外：r = 1/sqrt(var + ε)；")
+        elif kind == "unbiased":
+            add("unbiased_variance", f"grad_x 的{CLASS_WORDS[cls]}里的 r 用了无偏方差 (n−1)：前向的方差除以 n；")
     return {k: v.rstrip("；") for k, v in texts.items()}
 
 

@@ -10,11 +10,11 @@ from torch import Tensor
 from ..report import Finding, SubmissionError
 from .batchnorm_modes import BN_SHAPES, BN_STEPS, LAYOUT, _bn_eval, _bn_fresh, _bn_options, _bn_production, _stats
 from .formulas import FIXED_EPS, Formula, Probe, deviation_findings, imprecise, search
-from .probes import (KIND_WORDS, PROD, Builder, _raised, close, fail, find_bias, find_gain, find_stats, is_timeout, ok,
-                     output_of, set_mode, set_tensor, step, tensor_kind)
+from .probes import (PROD, Builder, _raised, close, fail, find_bias, find_gain, find_stats, is_timeout, ok, output_of,
+                     param_problems, set_mode, step)
 from .diagnosis import affine_findings, as_findings, property_findings
 from .keepdim import broadcast_finding
-from .messages import PRECISION, is_broadcast_error
+from .messages import ONE_PASS, PRECISION, is_broadcast_error
 from .properties import measure_module
 from . import roles, running
 from .references import _bn_axes, _bshape, _torch_bn
@@ -31,8 +31,8 @@ def bn_checks(impl, out: list[Finding] | None = None) -> list[Finding]:
     build = Builder(impl)
     measured = {}
     for rank, shape in BN_SHAPES.items():        # which tensor is γ, β, the running mean and variance: measured
-        measured = roles.learn(lambda c, **o: build(c, rank=rank, **o), C, shape, 1, _bn_axes(rank), g)
-        if measured:
+        measured = roles.learn(lambda c, **o: build(c, rank=rank, **o), C, shape, 1, _bn_axes(rank), roles.generator())
+        if not measured.get("failed"):
             break
     with step(out, "construct"):
         _bn_construct(build, C, out, measured)
@@ -100,8 +100,7 @@ def bn_checks(impl, out: list[Finding] | None = None) -> list[Finding]:
         got = output_of(mod, x)
         exp = _torch_bn(x, None, None, wv, bv, True)
         out.append(ok("one_pass_variance", "大偏移 (1e4) 输入下方差仍然准确（两遍法）") if close(got, exp, 2e-2) else
-                   fail("one_pass_variance", "输入带大偏移 (offset 1e4) 时结果错误：E[x²]−E[x]² 的单遍方差 (one-pass variance) "
-                        "在 float32 下发生灾难性抵消；先减均值再平方 (two-pass)", x, exp, got))
+                   fail("one_pass_variance", ONE_PASS, x, exp, got))
     with step(out, "eval_mode"):
         _bn_eval(build, C, rank, g, out)
     running_ok = not any(not f.passed and f.id in RUNNING_IDS for f in out)
@@ -117,10 +116,11 @@ def _bn_construct(build, C, out, measured):
     bname, b = find_bias(m, C, gname)
     good = (w is not None and b is not None and w.requires_grad and b.requires_grad
             and torch.all(w == 1) and torch.all(b == 0))
-    out.append(ok("params", f"γ (self.{gname}) 初值 1、β (self.{bname}) 初值 0，各 {C} 个元素") if good else
-               fail("params", "".join(f"self.{n} 是 {KIND_WORDS[k]}，不是 nn.Parameter；" for n, t in ((gname, w), (bname, b))
-                                      if t is not None and (k := tensor_kind(m, n)) != "parameter") +
-                    "应有可学习的 γ（初值 1）和 β（初值 0），各 num_features 个元素：nn.Parameter self.weight / self.bias"))
+    if good:
+        out.append(ok("params", f"γ (self.{gname}) 初值 1、β (self.{bname}) 初值 0，各 {C} 个元素"))
+    else:
+        out.append(fail("params", "；".join(param_problems(m, ((gname, w, "γ", 1), (bname, b, "β", 0)), C)) +
+                        "：应有可学习的 γ（初值 1）和 β（初值 0），各 num_features 个元素 (nn.Parameter)"))
     mn, mt, vn, vt = find_stats(m, C)
     if (mt is None or vt is None) and measured.get("created"):
         rank = 2 if "rank" not in measured else int(measured["rank"])
@@ -137,8 +137,13 @@ def _bn_construct(build, C, out, measured):
         out.append(fail("param_shapes", f"weight/bias/滑动统计量的形状应为 (C,) = ({C},)；你的是 {', '.join(odd)}"
                         "（能广播，但 torch 的 state_dict 存 (C,)）(parameter shapes differ from torch's)", level=PROD))
     if mt is None or vt is None:
-        out.append(fail("no_running_stats", "没有滑动统计量 (no running statistics)：训练时要用 momentum 更新 running_mean / "
-                        "running_var，eval 时用它们代替 batch 统计量"))
+        if measured.get("failed"):      # nothing could be measured: say what was looked for, not that it is absent
+            out.append(fail("no_running_stats", "找不到滑动统计量：没有叫 running_mean / running_var 的张量，训练 forward "
+                            "又报错，无法测量哪个张量在跟踪 batch 统计量 (running statistics not found)"))
+        else:
+            out.append(fail("no_running_stats", "没有滑动统计量 (no running statistics)：一次训练 forward 之后，没有哪个形状 "
+                            f"({C},) 的非参数张量朝 batch 的均值或方差变化；训练时要用 momentum 更新 running_mean / "
+                            "running_var，eval 时用它们代替 batch 统计量"))
         return
     buffers = dict(m.named_buffers()) if isinstance(m, torch.nn.Module) else {}
     params = dict(m.named_parameters()) if isinstance(m, torch.nn.Module) else {}

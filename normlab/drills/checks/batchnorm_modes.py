@@ -76,7 +76,11 @@ def _bn_eval(build, C, rank, g, out):
             out.append(fail("eval_uses_batch_stats", "eval 模式下仍用 batch 统计量 (eval uses batch statistics)：forward 里要按 "
                             "self.training 选择 batch 统计量（训练）或 running_mean/running_var（eval）", x, exp, got))
     else:
-        for k, (id, text) in enumerate(_eval_diagnosis(x, got, st, wv, bv, 1e-5)):
+        x2 = x.clone()
+        x2[1:] = x2[1:] * 3 + 1                      # change every sample but the first
+        with torch.no_grad():
+            depends = not close(output_of(mod, x2)[:1], got[:1].detach())
+        for k, (id, text) in enumerate(_eval_diagnosis(x, got, st, wv, bv, 1e-5, depends)):
             out.append(fail(id, text, *((x, exp, got) if k == 0 else ())))
     after = _stats(mod, C)
     out.append(ok("eval_no_update", "eval 不更新滑动统计量") if after is not None and close(after[0], st[0], 0) and
@@ -96,7 +100,7 @@ def _bn_eval(build, C, rank, g, out):
                         ("：你的代码用 torch.is_grad_enabled() 判断模式" if used_running else ""), x, exp, got))
 
 
-def _eval_diagnosis(x, got, st, wv, bv, eps) -> list[tuple[str, str]]:
+def _eval_diagnosis(x, got, st, wv, bv, eps, depends=True) -> list[tuple[str, str]]:
     """What the eval output does, per channel: it is a·x + b when it uses fixed statistics; compare a and b
     with torch's γ/sqrt(running_var + ε) and β − running_mean·a, and never propose what the code already
     does (issue 26: a report told a learner to normalise with the running statistics — which the code did;
@@ -107,8 +111,11 @@ def _eval_diagnosis(x, got, st, wv, bv, eps) -> list[tuple[str, str]]:
     a = (xc * yd).sum(1) / (xc * xc).sum(1)
     b = yd.mean(1) - a * xd.mean(1)
     if float((yd - a[:, None] * xd - b[:, None]).abs().max()) > 1e-4 * (float(yd.abs().max()) + 1e-12):
-        return [("eval_mode", "eval 模式的输出不是每个通道上 x 的仿射函数：它还依赖同 batch 的其它值——eval 要用固定的 "
-                              "running_mean/running_var，不要用 batch 统计量")]
+        if depends:
+            return [("eval_mode", "eval 模式的输出不是每个通道上 x 的仿射函数：它还依赖同 batch 的其它样本（改动其它样本，"
+                                  "第一个样本的输出也变了）——eval 要用固定的 running_mean/running_var，不要用 batch 统计量")]
+        return [("eval_mode", "eval 模式的输出不是每个通道上 x 的仿射函数 a·x + b（用固定的 running_mean/running_var 时应是）；"
+                              "它不依赖同 batch 的其它样本：检查 eval 分支的公式")]
     rm, rv = st
     w, bb = wv.double(), bv.double()
     near = lambda u, v: bool(torch.allclose(u, v, rtol=2e-3, atol=1e-6 * (float(v.abs().max()) + 1)))   # noqa: E731

@@ -17,10 +17,20 @@ class Geometry:
     norm: str                       # "layernorm" | "rmsnorm" | "batchnorm" | "groupnorm"
     shape: tuple[int, ...]          # the input's shape
     groups: int = 1                 # GroupNorm's G
+    centered: bool | None = None    # None: the norm's own (RMSNorm does not subtract the mean)
 
     @property
     def center(self) -> bool:
-        return self.norm != "rmsnorm"
+        return self.norm != "rmsnorm" if self.centered is None else self.centered
+
+    def swapped(self) -> Geometry:
+        """The same input with the statistic on the slip's grouping: LN/RMS over the batch, BN over the
+        features, GN per channel (the whole backward written for another norm)."""
+        if self.norm in ("layernorm", "rmsnorm"):
+            return Geometry("batchnorm", self.shape, 1, self.center)
+        if self.norm == "batchnorm":
+            return Geometry("layernorm", self.shape, 1, True)
+        return Geometry("groupnorm", self.shape, self.features, True)
 
     @property
     def channel_axis(self) -> int:

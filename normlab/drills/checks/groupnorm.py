@@ -10,14 +10,17 @@ the variance, ε and root slips; γ per group instead of per channel is named fr
 
 from __future__ import annotations
 
+import inspect
 import itertools
 
 import torch
+from torch import nn
 
 from ..report import Finding, SubmissionError, guarded
 from . import roles
 from .geometry import Geometry
-from .probes import PROD, _raised, close, fail, find_bias, find_gain, is_timeout, ok, output_of, set_tensor, step, tensors_of
+from .probes import (PROD, _raised, close, fail, find_bias, find_gain, is_timeout, ok, output_of, param_problems, set_tensor,
+                     step, tensors_of)
 from .properties import groups as moved_axes
 
 C = 6
@@ -127,10 +130,44 @@ def _build(impl, G, eps):
     return m, False
 
 
+def as_module(fn):
+    """CS231n's function form, spatial_groupnorm_forward(x, gamma, beta, G, gn_param) -> (out, cache), as the
+    module the card asks for (γ/β shaped (1, C, 1, 1) as that assignment passes them); None for anything else."""
+    if inspect.isclass(fn) or not callable(fn):
+        return None
+    try:
+        names = [p.name for p in inspect.signature(fn).parameters.values()]
+    except (TypeError, ValueError):
+        return None
+    if len(names) < 4 or names[0].lower() not in ("x", "inp", "input") or names[1].lower() not in ("gamma", "weight", "w"):
+        return None
+
+    class FunctionGroupNorm(nn.Module):
+        def __init__(self, num_groups, num_channels, eps=1e-5):
+            super().__init__()
+            self.num_groups, self.eps = num_groups, eps
+            self.weight = nn.Parameter(torch.ones(num_channels))
+            self.bias = nn.Parameter(torch.zeros(num_channels))
+
+        def forward(self, x):
+            shape = (1, x.shape[1]) + (1,) * (x.dim() - 2)
+            rest = [self.num_groups, {"eps": self.eps}][:len(names) - 3]
+            y = fn(x, self.weight.reshape(shape), self.bias.reshape(shape), *rest)
+            return y[0] if isinstance(y, tuple | list) else y
+    return FunctionGroupNorm
+
+
 def gn_checks(impl, out: list[Finding] | None = None) -> list[Finding]:
     out = [] if out is None else out
+    module = as_module(impl)
+    if module is not None:
+        out.append(fail("function_form", "这是函数形式（CS231n 的 spatial_groupnorm_forward(x, gamma, beta, G, gn_param)）："
+                        "按它的参数包装成模块来检查；本卡片和 torch 一样要 class GroupNorm(num_groups, num_channels, eps)，"
+                        "weight/bias 是模块自己的 (C,) 参数", level=PROD))
+        impl = module
     g = torch.Generator().manual_seed(3)
-    roles.learn(lambda c, **o: _build(impl, 3, o.get("eps", 1e-5))[0], C, (2, C, 3, 4), 1, (0, 2, 3), g, running=False)
+    roles.learn(lambda c, **o: _build(impl, 3, o.get("eps", 1e-5))[0], C, (2, C, 3, 4), 1, (0, 2, 3), roles.generator(),
+                running=False)
     with step(out, "construct"):
         _params(impl, out)
     if _raised(out, "construct"):
@@ -176,11 +213,10 @@ def _params(impl, out):
         out.append(fail("gamma_per_group", f"γ/β 每组一个（self.{small[0][0]} 有 G = 3 个元素）(gamma per group instead of per "
                         f"channel)：GroupNorm 的 weight/bias 每个通道一个，形状 (C,) = ({C},)，只有统计量是每组的"))
         return
-    good = w is not None and b is not None and w.requires_grad and b.requires_grad and bool(torch.all(w == 1)) \
-        and bool(torch.all(b == 0))
-    out.append(ok("params", f"γ (self.{gname}) 初值 1、β (self.{bname}) 初值 0，各 C = {C} 个元素") if good else
-               fail("params", f"GroupNorm(3, {C}) 应有可学习的 γ（初值 1）和 β（初值 0），各 C = {C} 个元素：nn.Parameter "
-                    "self.weight / self.bias"))
+    problems = param_problems(m, ((gname, w, "γ", 1), (bname, b, "β", 0)), C)
+    out.append(fail("params", "；".join(problems) + f"：GroupNorm(3, {C}) 应有可学习的 γ（初值 1）和 β（初值 0），各 C = {C} "
+                    "个元素 (nn.Parameter self.weight / self.bias)") if problems else
+               ok("params", f"γ (self.{gname}) 初值 1、β (self.{bname}) 初值 0，各 C = {C} 个元素"))
 
 
 def _probe(impl, shape, G, eps, scale, offset, g, per_group):

@@ -29,3 +29,8 @@ def is_broadcast_error(text: str) -> bool:
 
 PRECISION = ("输出与 torch 只差一点（相对误差 {err:.1e}）：公式是对的，算术精度不够 (precision)——是否在 float16/bfloat16 "
              "里计算，或用了 E[x²]−E[x]² 的单遍方差？在 float32 里计算（x.float()），最后再转回输入的 dtype")
+
+
+# measured: wrong at offset 1e4, right at the small offsets of the other probes; the cause is given as a condition
+ONE_PASS = ("输入带大偏移 (offset 1e4) 时结果错误，偏移小时正确：方差在 float32 下损失了精度 (catastrophic cancellation)。"
+            "E[x²]−E[x]² 的单遍写法 (one-pass variance) 会这样；先减均值再平方 (two-pass) 在这里是准确的")

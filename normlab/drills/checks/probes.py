@@ -129,6 +129,22 @@ def tensor_kind(m, name: str | None) -> str:
     return "attribute"
 
 
+def param_problems(m, found, C) -> list[str]:
+    """What is wrong with γ and β, each as measured (never "missing" for a tensor that is there)."""
+    said = []
+    for name, t, sym, init in found:
+        if t is None:
+            said.append(f"找不到 {sym}：没有哪个 {C} 个元素的可学习张量起 {sym} 的作用" +
+                        ("（设为 0 时每个通道的输出变成常数）" if sym == "γ" else "（改变它时输出平移同样的量）"))
+        elif (k := tensor_kind(m, name)) != "parameter":
+            said.append(f"self.{name} ({sym}) 是 {KIND_WORDS[k]}，不是 nn.Parameter")
+        elif not t.requires_grad:
+            said.append(f"self.{name} ({sym}) 不可学习 (requires_grad=False)")
+        elif not bool(torch.all(t == init)):
+            said.append(f"self.{name} ({sym}) 的初值不是 {init}")
+    return said
+
+
 def leaf(name: str) -> str:
     return name.rsplit(".", 1)[-1]
 

@@ -12,6 +12,8 @@
 //   nlErrorLine       the line that shows the error trait
 //   nlKeepPrevious    a data hook that passes the data drawn before too (the grey dashed curves)
 //   nlRoundTrip       controls -> data through the model (kernel or grid shim), timed, one request at a time
+//   nlUnpackGrid      live: the precomputed grid the kernel sent (traits grid + grid_meta), unpacked once
+//   nlFromGrid        that grid's entry for some controls (undefined outside it): answered without the kernel
 
 const NL_SVGNS = "http://www.w3.org/2000/svg";
 const NL_SOURCE_TEXT = { live: "实时计算 (live, kernel)", grid: "预先计算的网格 (precomputed grid, no kernel)" };
@@ -93,6 +95,29 @@ function nlKeepPrevious(draw) {
   };
 }
 
+// Live widgets whose precomputed grid is cheap bring it along (web_host.WebWidget.live_grid): the trait
+// `grid` is base64 of gzipped JSON {"grid": {key: data}} (grid_file.pack), `grid_meta` {order, fixed}.
+// Resolves to {order, fixed, grid}, or null (none sent, or no DecompressionStream in this browser).
+async function nlUnpackGrid(model) {
+  const packed = model.get("grid"), meta = model.get("grid_meta") || {};
+  if (!packed || !meta.order || typeof DecompressionStream !== "function") return null;
+  const bytes = Uint8Array.from(atob(packed), (c) => c.charCodeAt(0));
+  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+  const doc = JSON.parse(await new Response(stream).text());
+  return { order: meta.order, fixed: meta.fixed || {}, grid: doc.grid || {} };
+}
+
+// The key of `controls` in grid g (as web_host.grid_key), or null when a fixed control differs.
+function nlGridKey(g, controls) {
+  if (!g) return null;
+  for (const [n, v] of Object.entries(g.fixed)) if (String(controls[n] ?? v) !== String(v)) return null;
+  return g.order.map((n) => String(controls[n])).join("|");
+}
+function nlFromGrid(g, controls) {
+  const key = nlGridKey(g, controls);
+  return key === null ? undefined : g.grid[key];
+}
+
 // The round trip between the controls and `data`, over the model's five methods. It listens to
 // change:data / change:error / change:controls and calls on.data(data), on.error(message) and
 // on.controls(controls, own) (own: the change is this round trip's own model.set); `shown`
@@ -104,21 +129,29 @@ function nlKeepPrevious(draw) {
 //                   time, the latest input queued until the reply; a timer stands in for a reply that
 //                   fires no change event (the same data again), after `fallbackMs`
 //   settled()       a reply came: el.dataset.lastUpdateMs (input -> the next animation frame after the
-//                   redraw) and el.dataset.updates, then the queued request goes out
+//                   redraw), el.dataset.lastAnswer ("grid" or "kernel") and el.dataset.updates, then the
+//                   queued request goes out
 //   dispose(...els) the listeners off, the timer cleared, the elements given (the widget's root) removed
 // A data change and an error message count as replies (an empty error does not).
+// Live with a grid (nlUnpackGrid): an input whose state the grid holds is drawn from it at once; the
+// controls still go to the kernel (Python's state follows), and its reply for that state is not drawn
+// again (nor a late reply for an earlier state).
 function nlRoundTrip(model, el, { live, on = {}, shown = {}, fallbackMs = 1000 }) {
   let pendingSince = null;            // performance.now() of the input event not yet drawn
   let inFlight = false, queued = null, fallback = null;
   let own = false;
+  let grid = null, answered = null;   // the unpacked grid; the key drawn from it for the current controls
+  if (live) nlUnpackGrid(model).then((g) => { grid = g; }).catch((err) => console.warn("normlab grid:", err));
+  const drawnFromGrid = () => answered !== null && answered === nlGridKey(grid, model.get("controls") || {});
 
-  function settled() {
+  function settled(answer = live ? "kernel" : "grid") {
     inFlight = false;
     if (fallback !== null) { clearTimeout(fallback); fallback = null; }
     if (pendingSince !== null) {
       const t0 = pendingSince;
       pendingSince = null;
       requestAnimationFrame(() => {
+        el.dataset.lastAnswer = answer;  // who answered: "grid" (no kernel) or "kernel" (tools/bench_widgets.py)
         el.dataset.lastUpdateMs = (performance.now() - t0).toFixed(2);
         el.dataset.updates = String(Number(el.dataset.updates || 0) + 1);
       });
@@ -137,19 +170,29 @@ function nlRoundTrip(model, el, { live, on = {}, shown = {}, fallbackMs = 1000 }
 
   function input(changes) {
     pendingSince = performance.now();
-    const base = queued || model.get("controls") || {};
-    send({ ...base, ...changes });
+    const controls = { ...(queued || model.get("controls") || {}), ...changes };
+    const entry = live ? nlFromGrid(grid, controls) : undefined;
+    if (entry === undefined) { answered = null; send(controls); return; }
+    answered = nlGridKey(grid, controls);
+    queued = null;
+    own = true;
+    try { model.set("controls", controls); } finally { own = false; }
+    model.save_changes();               // the kernel follows; no reply is waited for
+    const message = entry.__error__ || "";
+    if (on.error) on.error(message);
+    if (!message && on.data) on.data(entry);
+    settled("grid");                    // an earlier request's late reply is not drawn (drawnFromGrid)
   }
 
   const data = () => model.get("data") || {};
   const error = () => model.get("error") || "";
   function onData() {
-    if (on.data) on.data(data());
+    if (!drawnFromGrid() && on.data) on.data(data());
     settled();
   }
   function onError() {
     const msg = error();
-    if (on.error) on.error(msg);
+    if (!drawnFromGrid() && on.error) on.error(msg);
     if (msg) settled();
   }
   function onControls() {

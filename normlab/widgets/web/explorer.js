@@ -116,12 +116,21 @@ export default {
     const keyOf = (c) => (spec.control_order || []).map((n) => String(c[n])).join("|");
     const channelsOf = (layout, shape) => shape[(spec.channel_axis || {})[layout] ?? 1];
 
-    function finish() {
+    function finish(answer = src() === "live" ? "kernel" : "grid") {
       if (t0 === null) return;
       const start = t0;
       t0 = null;
-      requestAnimationFrame(() => { el.dataset.lastUpdateMs = (performance.now() - start).toFixed(2); });
+      requestAnimationFrame(() => {
+        el.dataset.lastAnswer = answer;    // who answered: "grid" (no kernel) or "kernel" (tools/bench_widgets.py)
+        el.dataset.lastUpdateMs = (performance.now() - start).toFixed(2);
+      });
     }
+
+    // Live with the precomputed grid the kernel sent (nlUnpackGrid): a state the grid holds is drawn from
+    // it at once; the kernel still gets the controls, and its reply for that state is not drawn again.
+    let grid = null, answered = null;
+    if (src() === "live") nlUnpackGrid(model).then((g) => { grid = g; }).catch((err) => console.warn("normlab grid:", err));
+    const drawnFromGrid = () => answered !== null && answered === nlGridKey(grid, controls());
 
     let own = false;                     // our own model.set("controls"): the controls already show it
     function send(changes, expectData = true) {
@@ -130,6 +139,14 @@ export default {
       if (Object.keys(changes).some((k) => k !== "cell" && k !== "seed")) syncControls();
       waiting = expectData;
       model.save_changes();
+      if (!expectData) return;
+      const entry = src() === "live" ? nlFromGrid(grid, controls()) : undefined;
+      answered = entry === undefined ? null : nlGridKey(grid, controls());
+      if (entry === undefined) return;
+      showError(entry.__error__ || "");
+      waiting = false;
+      finish("grid");
+      if (!entry.__error__) onData(entry);
     }
 
     // --- controls <- model.controls
@@ -422,8 +439,7 @@ export default {
     });
 
     // --- model events
-    function onData() {
-      const data = model.get("data");
+    function onData(data) {
       if (!data || !data.blocks) return;
       const next = fromModelCell(data);
       if (data !== drawn || next.join(",") !== sel.join(",")) {
@@ -440,11 +456,18 @@ export default {
       syncControls();
       if (drawn) { sel = fromModelCell(drawn); highlight(); }
     }
-    function onError() {
-      const msg = model.get("error") || "";
+    function showError(msg) {
       error.textContent = msg;
       board.classList.toggle("nl-ax-stale", msg !== "");
+    }
+    function onError() {
+      const msg = model.get("error") || "";
+      if (!drawnFromGrid()) showError(msg);
       if (msg && waiting) { waiting = false; finish(); }
+    }
+    function onModelData() {
+      if (drawnFromGrid()) { waiting = false; finish(); return; }     // drawn from the grid already
+      onData(model.get("data"));
     }
     function onSource() { syncControls(); }
 
@@ -467,18 +490,18 @@ export default {
     }) : null;
     if (resized) resized.observe(root);
 
-    model.on("change:data", onData);
+    model.on("change:data", onModelData);
     model.on("change:controls", onControls);
     model.on("change:error", onError);
     model.on("change:source", onSource);
     syncControls();
-    onData();
+    onData(model.get("data"));
     onError();
     return () => {
       if (resized) resized.disconnect();
       el.style.height = "";
       el.style.contain = "";
-      model.off("change:data", onData);
+      model.off("change:data", onModelData);
       model.off("change:controls", onControls);
       model.off("change:error", onError);
       model.off("change:source", onSource);

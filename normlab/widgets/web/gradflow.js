@@ -15,7 +15,10 @@
 // el.dataset.lastUpdateMs is the time from the input event to the next animation frame after the
 // redraw (tools/bench_gradflow.py reads it).
 
-const W = 470, H = 310;                                  // one chart, in CSS pixels (no scaling: fonts stay >= 14px)
+// one chart, in CSS pixels (no scaling: fonts stay >= 14px); two side by side need 2 W + 16 px: 888 px, inside
+// the 912 px a widget gets in JupyterLab at 1366 x 768 with its file browser open (470 wrapped the gradient
+// chart below the fold there, issue 36)
+const W = 436, H = 310;
 const M = { left: 66, right: 14, top: 34, bottom: 54 };  // plot-area margins
 const PW = W - M.left - M.right, PH = H - M.top - M.bottom;
 const Y_TICKS = 16, X_TICKS = 20;                        // pooled tick elements per chart

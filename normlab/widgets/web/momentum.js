@@ -78,7 +78,9 @@ function makeChart(parent, panel, spec, uid, index, w, wrap = false) {
   const prev = nlNode("path", { class: "nl-mo-prev", "data-role": "previous", "data-convention": panel.convention }, lines);
   const cur = nlNode("path", { class: "nl-mo-curve", "data-role": "current", "data-convention": panel.convention }, lines);
   const end = nlNode("circle", { class: "nl-mo-dot", r: 4 }, lines);
-  const trueText = nlNode("text", { class: "nl-mo-truelabel", x: M.left + 6, "text-anchor": "start" }, svg);
+  // the true mean's value on the y axis, left of the plot (never over a trace); the legend names the line
+  const trueText = nlNode("text", { class: "nl-mo-truelabel", x: M.left - 6, "text-anchor": "end",
+                                    "dominant-baseline": "middle" }, svg);
   const lastText = nlNode("text", { class: "nl-mo-last", x: M.left + g.pw - 4, "text-anchor": "end" }, svg);
   return { svg, ticks, truth, prev, cur, end, trueText, lastText, panel, g, twoLines };
 }
@@ -118,8 +120,8 @@ function drawChart(chart, spec, trace, previous, m) {
   const path = (vals) => vals.map((v, i) => `${i ? "L" : "M"}${x(i + 1).toFixed(2)},${y(v).toFixed(2)}`).join("");
   const ty = y(spec.true_mean).toFixed(1);
   chart.truth.setAttribute("y1", ty); chart.truth.setAttribute("y2", ty);
-  chart.trueText.setAttribute("y", (Number(ty) - 6).toFixed(1));
-  chart.trueText.textContent = spec.true_label || "";
+  chart.trueText.setAttribute("y", ty);
+  chart.trueText.textContent = tickLabel(Number(spec.true_mean));
   chart.prev.setAttribute("d", previous ? path(previous) : "");
   chart.cur.setAttribute("d", path(trace));
   const last = trace.length ? trace[trace.length - 1] : null;

@@ -31,6 +31,13 @@
 //                    detail {lesson, id, choice}, e.g. {lesson: "01", id: "depth-std", choice: "B"}.
 //   "normlab:reveal" listened for on document: detail {lesson, id} opens that prompt's answer fold(s)
 //                    on the page, locked or not (the teacher reveals it to the class).
+// Who listens: the class service's front end (normlab/classroom/web/classroom.js). Live, with the model's
+// `classroom` trait set (the service's path; predict.py sets it only under a hub that runs the service),
+// the first choice widget on the page loads it: <script src=BASE/api/session.js?login=1> (the browser's
+// login to the service through the hub), then import(BASE/static/classroom.js). Once it is loaded, each
+// widget that already has a choice (a saved guess, or a pick made while it loaded) dispatches
+// "normlab:guess" again, so its class's bars appear too. No trait (one machine, the book, the slides, a
+// hub without the service): nothing is requested. A service that does not answer: nothing changes.
 
 const NL_PRED_EVENT = "normlab-prediction";
 const NL_ANSWER = "nl-answer-for";
@@ -54,6 +61,20 @@ function locked(marker) {                // every choice widget on the page for 
     .filter((w) => marker.classList.contains(answerClass(w.dataset.key)));
   return asks.length > 0 && asks.every((w) => w.dataset.lock === "1");   // none on the page, or one picked (the
 }                                        // same prompt in another open notebook): it opens
+
+function loadClassroom(base) {          // the class service's front end, once per page (header); a promise
+  if (!base) return null;
+  if (!window.__normlabClassroom) {
+    const root = new URL(base, window.location.href).href;       // absolute: this module runs from a blob: URL
+    window.__normlabClassroom = new Promise((resolve, reject) => {
+      if (window.normlabClassroom) { resolve(); return; }       // a page of the service has its session already
+      const script = nlHtml("script", { src: `${root}api/session.js?login=1` }, document.head);
+      script.onload = resolve;
+      script.onerror = () => reject(new Error("no class service"));
+    }).then(() => import(`${root}static/classroom.js`)).then(() => true, () => false);
+  }
+  return window.__normlabClassroom;
+}
 
 function splitKey(key) {                // "01.depth-std" -> {lesson: "01", id: "depth-std"}
   const at = String(key).indexOf(".");
@@ -236,6 +257,15 @@ function renderAsk(model, el, root, spec, live) {
   if (live) {
     const d = model.get("data") || {};
     show(d.choice || "", Boolean(d.saved));
+    const classroom = loadClassroom(model.get("classroom"));
+    if (classroom) {
+      classroom.then((ok) => {             // its bars for a guess made before the class's front end listened
+        if (ok && root.isConnected && root.dataset.choice) {
+          root.dispatchEvent(new CustomEvent(NL_GUESS_EVENT, { bubbles: true,
+            detail: { ...splitKey(spec.key), choice: root.dataset.choice } }));
+        }
+      });
+    }
     lock(!d.choice);
     if (d.choice) requestAnimationFrame(() => openExperiment(el, spec));   // a saved guess: once the view is in its cell
     const onData = () => {
