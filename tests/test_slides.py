@@ -18,6 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import execution  # noqa: E402  (tools/execution.py: build/executed/)
+import slide_cuts as cuts  # noqa: E402  (short lists)
 import slide_layout as layout  # noqa: E402  (the splitting rules)
 import slide_model as model  # noqa: E402  (the text-height model)
 import slide_style as style  # noqa: E402  (the slides' CSS)
@@ -97,12 +98,12 @@ def shown_input(cell) -> bool:
 
 def prose(slide: list) -> float:
     """Visible prose of a slide with every fragment shown and every <details> closed (short lists apart)."""
-    return sum(model.slide_prose(model.markdown_units(c.source))[0] for c in slide if c.cell_type == "markdown" and kind(c) != "notes")
+    return sum(cuts.slide_prose(model.markdown_units(c.source))[0] for c in slide if c.cell_type == "markdown" and kind(c) != "notes")
 
 
 def listed(slide: list) -> float:
     """Prose of the short lists on a slide (model.SLIDE_LIST)."""
-    return sum(model.slide_prose(model.markdown_units(c.source))[1] for c in slide if c.cell_type == "markdown" and kind(c) != "notes")
+    return sum(cuts.slide_prose(model.markdown_units(c.source))[1] for c in slide if c.cell_type == "markdown" and kind(c) != "notes")
 
 
 def code_lines(slide: list) -> int:

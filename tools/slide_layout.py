@@ -1,9 +1,8 @@
 """The slides' layout: one idea per slide (issue 18), the splitting rules.
 
 The executed notebook is laid out as a reveal.js deck that reads well projected at 1280x720:
-at most SLIDE_PROSE of visible prose (a list of short items counts apart, at most SLIDE_LIST: issue 36)
-and SLIDE_CODE lines of code per slide, content kept within the
-slide's height (estimated by tools/slide_model.py; tests/test_browser_book.py measures it in Chromium),
+at most SLIDE_PROSE of visible prose (a list of short items apart: SLIDE_LIST) and SLIDE_CODE lines of code
+per slide, content kept within the slide's height (tools/slide_model.py; Chromium: tests/test_browser_book.py),
 each "先想一想" question on screen before its answer (the experiment's output and the <details> answer
 are reveal fragments), training progress bars as their final text, and each lesson's 面试要点 as its
 summary slide. What does not fit goes to the slide's speaker notes (press S). Only the executed copy
@@ -20,9 +19,9 @@ import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from slide_cuts import (cut_prose, cut_row, next_input_height, point_to_figures, sentences,  # noqa: E402,F401
-                        split_answer, split_table, without_commits)
+                        short_list_items, split_answer, split_table, without_commits)
 from slide_model import (ANSWER, CODE_CUT, CODE_HEAD, CODE_LINE, CODE_PAD, FENCED_WIDTH, OUTPUT_CUT, OUTPUT_MAX,  # noqa: E402
-                         PREDICT_TAG, QUESTION, SLIDE_CODE, SLIDE_LIST, SLIDE_PROSE, short_list_items, SLIDE_ROOM, SLIDE_TEXT, SUMMARY_HEADING,
+                         PREDICT_TAG, QUESTION, SLIDE_CODE, SLIDE_LIST, SLIDE_PROSE, SLIDE_ROOM, SLIDE_TEXT, SUMMARY_HEADING,
                          SUMMARY_TITLE, TABLE_MAX, choices_height, code_block_rows, code_head, code_lines, join_units, markdown_units,
                          output_chars, output_height, prose_length, shown_code, shows_alone, strip_tags,
                          table_height, text_chars, unit_height, unit_prose, unit_text, visible_prose)
@@ -48,8 +47,7 @@ class SlideLayout:
         self.notes: list[str] = []                 # the current slide's speaker notes
         self.title = ""                            # the current section's heading
         self.next_type: str | None = "slide"       # slide_type of the current slide's first cell
-        self.prose, self.lines, self.height = 0.0, 0, 0.0
-        self.listed = 0.0                          # prose of short lists (SLIDE_LIST)
+        self.prose, self.lines, self.height, self.listed = 0.0, 0, 0.0, 0.0   # listed: short lists' prose
         self.text = 0                              # characters on screen (SLIDE_TEXT)
         self.texts: list[int] = []                 # the characters of each slide made
         self.content = False                       # anything but its title on the current slide
@@ -90,10 +88,8 @@ class SlideLayout:
 
     def take(self, kind: str, text: str, content: bool = True, listed: bool = False) -> None:
         self.units.append((kind, text))
-        if listed:
-            self.listed += unit_prose(kind, text)
-        else:
-            self.prose += unit_prose(kind, text)
+        self.listed += unit_prose(kind, text) if listed else 0
+        self.prose += 0 if listed else unit_prose(kind, text)
         self.text += unit_text(kind, text)
         self.lines += code_lines(kind, text)
         self.height += unit_height(kind, text)
@@ -145,8 +141,7 @@ class SlideLayout:
 
     # -- markdown
     def markdown(self, source: str, question_ahead: float = 0) -> None:
-        units = markdown_units(source)
-        short = short_list_items(units)
+        short = short_list_items(units := markdown_units(source))
         for i, (kind, text) in enumerate(units):
             if kind == "heading":
                 level = len(text) - len(text.lstrip("#"))
@@ -358,10 +353,7 @@ SETUP_BANNER = "normlab: 随机种子 seed ="
 
 def output_text(out) -> str:
     """An output as plain text (for the speaker notes)."""
-    if out.get("output_type") == "stream":
-        text = out.get("text", "")
-    else:
-        text = out.get("data", {}).get("text/plain", "")
+    text = out.get("text", "") if out.get("output_type") == "stream" else out.get("data", {}).get("text/plain", "")
     return "".join(text) if isinstance(text, list) else text
 
 

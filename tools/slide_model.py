@@ -12,9 +12,8 @@ import math
 import re
 
 SLIDE_PROSE = 150     # visible prose per slide: a Chinese character counts 1, any other visible one 1/2
-# A list of short items (each at most SHORT_ITEM of prose: a lesson's questions, an agenda) is scanned,
-# not read as running prose: its items count apart, at most SLIDE_LIST per slide (issue 36: 03's five
-# questions went over three slides, a few lines each); the slide's height still limits it.
+# A list of short items (each <= SHORT_ITEM: a lesson's questions) is scanned, not read: its prose counts
+# apart, at most SLIDE_LIST a slide (issue 36; tools/slide_cuts.py short_list_items); height still limits it.
 SHORT_ITEM, SLIDE_LIST = 70, 200
 SLIDE_CODE = 15       # lines of code per slide
 SLIDE_TEXT = 800      # characters (not spaces) a slide shows in all: prose, code, outputs, opened answers
@@ -170,27 +169,6 @@ def unit_height(kind: str, text: str) -> float:
     per_line = PROSE_CHARS - (3 if kind in ("item", "quote") else 0)
     lines = sum(max(1, math.ceil(prose_length(part) / per_line)) for part in re.split(r"\n(?=\s*>?\s*[-*+] )", text))
     return lines * PROSE_LINE + (24 if kind in ("para", "quote") else 4) + 100 * (text.count("$$") // 2)
-
-
-def short_list_items(units: list[tuple[str, str]]) -> set[int]:
-    """Indices of the units that are items of a list (consecutive items) whose every item has at
-    most SHORT_ITEM of prose: their prose counts towards SLIDE_LIST, not SLIDE_PROSE."""
-    out, run = set(), []
-    for i, (kind, text) in enumerate(units + [("end", "")]):
-        if kind == "item":
-            run.append(i)
-            continue
-        if run and all(prose_length(units[j][1]) <= SHORT_ITEM for j in run):
-            out.update(run)
-        run = []
-    return out
-
-
-def slide_prose(units: list[tuple[str, str]]) -> tuple[float, float]:
-    """(prose, prose of short lists) of the markdown units on a slide, every <details> closed."""
-    listed = short_list_items(units)
-    return (sum(unit_prose(k, t) for i, (k, t) in enumerate(units) if i not in listed),
-            sum(unit_prose(k, t) for i, (k, t) in enumerate(units) if i in listed))
 
 
 def unit_prose(kind: str, text: str) -> float:
