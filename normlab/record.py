@@ -43,12 +43,16 @@ from importlib import resources
 from typing import Any
 
 RECORD_VARIABLE = "NORMLAB_RECORD"
+# Set by the sweep only: a failed check is recorded (``"held": false``) and printed, and the notebook goes on, so
+# every value a run records is a measurement that no threshold decided (a changed threshold keeps it valid).
+RECORD_ONLY_VARIABLE = "NORMLAB_RECORD_ONLY"
 OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le, "==": operator.eq}
 # The margin rule: a threshold must lie beyond every value the sweep observed, by at least
 # SPREAD_SHARE of the observed spread and RELATIVE_GAP of the nearest observed value's size.
 SPREAD_SHARE, RELATIVE_GAP = 0.25, 0.03
 
-__all__ = ["expect", "measure", "recorded", "margin_problem", "counterfactual_problem", "code_fingerprint", "ranges"]
+__all__ = ["expect", "measure", "recorded", "margin_problem", "counterfactual_problem", "code_fingerprint",
+           "cell_fingerprints", "ranges", "seed_values", "seed_count", "marker_problem"]
 # The recorded key of a causal check's counterfactual: "<key>.without".
 WITHOUT = ".without"
 
@@ -101,20 +105,26 @@ def expect(key: str, value: Any, op: str, threshold: Any, *, because: str | None
     v = _as_number(key, value)
     limit = list(threshold) if op == "between" else _as_number(key, threshold)
     entry = {"key": key, "value": v, "op": op, "threshold": limit}
+    failure = None
+    if not _holds(v, op, limit):
+        failure = (f"断言不成立 (claim failed): {key} = {v:.6g}，应满足 {op} {limit}。"
+                   f"(expected {key} {op} {limit}, got {v:.6g})")
     if because is not None:
         entry["because"] = str(because)
         w = _as_number(key + WITHOUT, without)
-        _write(entry)
+        if failure is None and _holds(w, op, limit):
+            failure = (f"这个检查去掉原因（{because}）后仍然成立：{key} 的反事实 = {w:.6g} 也满足 {op} {limit}，"
+                       "所以它不能证明这个原因。(the check also passes without its cause: it is no evidence "
+                       f"for it; without {because}: {w:.6g} {op} {limit})")
+        _write({**entry, "held": failure is None})
         _write({"key": key + WITHOUT, "value": w, "op": None, "threshold": None, "counterfactual_of": key})
     else:
-        _write(entry)
-    if not _holds(v, op, limit):
-        raise AssertionError(f"断言不成立 (claim failed): {key} = {v:.6g}，应满足 {op} {limit}。"
-                             f"(expected {key} {op} {limit}, got {v:.6g})")
-    if because is not None and _holds(w, op, limit):
-        raise AssertionError(f"这个检查去掉原因（{because}）后仍然成立：{key} 的反事实 = {w:.6g} 也满足 {op} {limit}，"
-                             "所以它不能证明这个原因。(the check also passes without its cause: it is no evidence "
-                             f"for it; without {because}: {w:.6g} {op} {limit})")
+        _write({**entry, "held": failure is None})
+    if failure is not None:
+        if os.environ.get(RECORD_ONLY_VARIABLE) and os.environ.get(RECORD_VARIABLE):
+            print(failure)                      # the sweep: recorded as held=false; the run goes on
+            return
+        raise AssertionError(failure)
 
 
 def measure(key: str, value: Any) -> None:
@@ -199,6 +209,33 @@ def code_fingerprint(code_cells: Sequence[str]) -> str:
     return h.hexdigest()
 
 
+def _without_thresholds(src: str) -> str:
+    """A cell's code with every ``expect(key, value, OP, THRESHOLD)``'s op and threshold blanked: what decides the
+    values the cell records (in the sweep no check stops a cell, RECORD_ONLY_VARIABLE), not which ones pass."""
+    import ast
+
+    lines = ["" if line.lstrip().startswith(("%", "!")) else line for line in src.splitlines()]
+    try:
+        tree = ast.parse("\n".join(lines))
+    except SyntaxError:
+        return code_only(src)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+            if name == "expect":
+                node.args[2:4] = [ast.Constant(None) for _ in node.args[2:4]]
+    return ast.unparse(tree)
+
+
+def cell_fingerprints(code_cells: Sequence[str]) -> list[str]:
+    """One short sha256 per code cell of what decides its recorded values: its code without comments and without
+    the checks' thresholds. The sweep keeps a key recorded by cell i of an earlier version of the notebook while
+    cells 0..i are unchanged by this measure (``tools/sweep.py``: a later cell's edit, or a moved threshold,
+    leaves the values of the cells before it valid for the same seed and thread count)."""
+    return [hashlib.sha256(_without_thresholds(src).encode()).hexdigest()[:16] for src in code_cells]
+
+
 def recorded(notebook: str) -> dict:
     """The committed sweep record of one notebook (e.g. "06_placement"), from normlab/records/."""
     try:
@@ -246,3 +283,47 @@ def ranges(notebook: str, keys: Sequence[str], labels: Sequence[str] | None = No
         for row, key in zip(rows, keys):
             row.append(len([v for run in rec["runs"] for v in run["values"].get(key, [])]))
     return Table(rows, head, floatfmt=".3g", title=title)
+
+
+def seed_values(rec: dict, key: str) -> dict[int, float]:
+    """One value of ``key`` per seed: the one-thread run of each seed the record holds (seeds 0-4 and the
+    extra seeds), for claims about how many seeds show something."""
+    out: dict[int, float] = {}
+    for run in rec["runs"] + rec.get("extra_runs", []):
+        if run["threads"] == 1 and run["values"].get(key):
+            out.setdefault(run["seed"], run["values"][key][0])
+    return out
+
+
+FRACTION = __import__("re").compile(r"^(\d+)/(\d+)(<=|>=|<|>)(\S+)$")
+
+
+def seed_count(rec: dict, form: str, key: str) -> str | None:
+    """None when the prose's ``K/N<T`` (or >, <=, >=) is what the record shows: of the N seeds that recorded
+    ``key`` (one-thread runs), exactly K have a value OP T; else what the record shows instead."""
+    m = FRACTION.match(form)
+    if not m:
+        return f"not a seed-count form {form!r} (K/N<T)"
+    k, n, op, t = int(m.group(1)), int(m.group(2)), m.group(3), float(m.group(4))
+    vals = list(seed_values(rec, key).values())
+    hits = sum(OPS[op](v, t) for v in vals)
+    return None if (hits, len(vals)) == (k, n) else f"the record shows {hits}/{len(vals)}{op}{m.group(4)}, not {form}"
+
+
+def marker_problem(form: str, values: list[float]) -> str | None:
+    """Check one prose marker's claim (``<!--rec KEY FORM-->``) against every recorded value: ``X..Y`` (every
+    value, rounded to the quoted decimals, in [X, Y]), ``>X``, ``<X``, ``~X`` (within a factor 1.5)."""
+    lo, hi = min(values), max(values)
+    if form.startswith(">"):
+        return None if lo > float(form[1:]) else f"observed min {lo:.4g} is not > {form[1:]}"
+    if form.startswith("<"):
+        return None if hi < float(form[1:]) else f"observed max {hi:.4g} is not < {form[1:]}"
+    if form.startswith("~"):
+        x = float(form[1:])
+        return None if x / 1.5 <= lo and hi <= 1.5 * x else f"observed {lo:.4g}..{hi:.4g} not within 1.5x of {x}"
+    a, sep, b = form.partition("..")
+    if not sep:
+        return f"unknown marker form {form!r} (use >X, <X, ~X or X..Y)"
+    decimals = max(len(s.partition(".")[2]) for s in (a, b)) if "e" not in form else None
+    r = (lambda v: round(v, decimals)) if decimals is not None else (lambda v: v)
+    return None if float(a) <= r(lo) and r(hi) <= float(b) else f"observed {lo:.4g}..{hi:.4g} outside {a}..{b}"

@@ -107,22 +107,7 @@ def test_thresholds_have_margin(src):
     assert not problems, f"{src.stem}:\n" + "\n".join(problems)
 
 
-def marker_problem(form: str, values: list[float]) -> str | None:
-    """Check one prose marker's claim against every recorded value."""
-    lo, hi = min(values), max(values)
-    if form.startswith(">"):
-        return None if lo > float(form[1:]) else f"observed min {lo:.4g} is not > {form[1:]}"
-    if form.startswith("<"):
-        return None if hi < float(form[1:]) else f"observed max {hi:.4g} is not < {form[1:]}"
-    if form.startswith("~"):
-        x = float(form[1:])
-        return None if x / 1.5 <= lo and hi <= 1.5 * x else f"observed {lo:.4g}..{hi:.4g} not within 1.5x of {x}"
-    a, sep, b = form.partition("..")
-    if not sep:
-        return f"unknown marker form {form!r} (use >X, <X, ~X or X..Y)"
-    decimals = max(len(s.partition(".")[2]) for s in (a, b)) if "e" not in form else None
-    r = (lambda v: round(v, decimals)) if decimals is not None else (lambda v: v)
-    return None if float(a) <= r(lo) and r(hi) <= float(b) else f"observed {lo:.4g}..{hi:.4g} outside {a}..{b}"
+marker_problem = record.marker_problem   # one rule for the notebooks, the instructor guide and the ledger
 
 
 def prose_markers(src: Path) -> list[tuple[str, str, str]]:
@@ -156,6 +141,14 @@ def markers_problems(rec: dict, markers: list[tuple[str, str, str]]) -> list[str
         if not vals:
             problems.append(f"{key}: not in the record")
             continue
+        if record.FRACTION.match(form):                 # "K/N<T": K of the N recorded seeds, every seed counted
+            k, n = record.FRACTION.match(form).group(1, 2)
+            why = record.seed_count(rec, form, key)
+            if why:
+                problems.append(f"{key} {form} (after '…{before[-25:]}'): {why}")
+            if not (k in before and n in before):
+                problems.append(f"{key}: the prose before the marker should say {k} of {n} seeds")
+            continue
         why = marker_problem(form, vals)
         if why:
             problems.append(f"{key} {form} (after '…{before[-25:]}'): {why}")
@@ -171,7 +164,8 @@ def causal_problems(rec: dict) -> list[str]:
     for key, claim in rec["claims"].items():
         if not claim.get("because"):
             continue
-        runs_without = [r for r in all_runs(rec) if not r["values"].get(key + record.WITHOUT)]
+        # every run that recorded the check (a partial extra run, --key or --probe, may end before its cell)
+        runs_without = [r for r in all_runs(rec) if r["values"].get(key) and not r["values"].get(key + record.WITHOUT)]
         if runs_without:
             problems.append(f"{key} (because {claim['because']}): no recorded counterfactual in "
                             f"{len(runs_without)} run(s)")
@@ -339,3 +333,125 @@ def test_fingerprint_ignores_comments_but_not_code():
     assert record.code_fingerprint(base) != record.code_fingerprint(['x = run(4)\nexpect("a", x, "<", 1e-4)'])
     assert record.code_fingerprint(base) != record.code_fingerprint(['x = run(3)\nexpect("a", x, "<", 1e-3)'])
     assert record.code_fingerprint(['s = "# a"']) != record.code_fingerprint(['s = "# b"'])
+
+
+# --- any seed: counts over seeds, and a sweep that keeps what a code change left valid (issue 35) ----------
+
+def seed_record(values_by_seed: dict[int, float], extra: dict[int, float] | None = None) -> dict:
+    run = lambda s, v, t=1: {"seed": s, "threads": t, "ok": True, "values": {"k": [v]}}   # noqa: E731
+    return {"runs": [run(s, v) for s, v in values_by_seed.items()] + [run(s, 99.0, 2) for s in values_by_seed],
+            "extra_runs": [run(s, v) for s, v in (extra or {}).items()]}
+
+
+def test_seed_count_marker_by_hand():
+    """"47 of 50 seeds below 5" is checked against the record's one-thread run of every seed (two-thread
+    runs are not seeds of their own)."""
+    rec = seed_record({0: 1.0, 1: 2.0, 2: 6.0}, {1000: 3.0, 1001: 14.5})
+    assert record.seed_values(rec, "k") == {0: 1.0, 1: 2.0, 2: 6.0, 1000: 3.0, 1001: 14.5}
+    assert record.seed_count(rec, "3/5<5", "k") is None
+    assert "3/5" in record.seed_count(rec, "4/5<5", "k")          # the prose overstates it
+    assert record.seed_count(rec, "3/4<5", "k") is not None       # the prose counts the wrong number of seeds
+    assert record.seed_count(rec, "2/5>=6", "k") is None
+
+
+def test_a_failed_check_in_the_sweep_is_recorded_and_the_run_goes_on(tmp_path, monkeypatch):
+    sink = tmp_path / "rec.jsonl"
+    monkeypatch.setenv(record.RECORD_VARIABLE, str(sink))
+    monkeypatch.setenv(record.RECORD_ONLY_VARIABLE, "1")
+    record.expect("a", 0.05, ">", 0.1)                              # fails: recorded, no exception
+    record.expect("b", 0.95, ">", 0.9, because="BN", without=0.93)  # passes without its cause: a failure too
+    lines = [json.loads(x) for x in sink.read_text(encoding="utf-8").splitlines()]
+    assert [(e["key"], e.get("held")) for e in lines] == [("a", False), ("b", False), ("b.without", None)]
+    monkeypatch.delenv(record.RECORD_ONLY_VARIABLE)
+    with pytest.raises(AssertionError):                              # outside the sweep a failed check raises
+        record.expect("a", 0.05, ">", 0.1)
+
+
+def test_cell_fingerprints_ignore_thresholds_but_not_what_is_measured():
+    cell = 'acc = train(net, lr=0.1)\nexpect("acc", acc, ">", 0.8)\nmeasure("m", acc * 2)\n'
+    same = record.cell_fingerprints([cell])
+    assert record.cell_fingerprints([cell.replace('">", 0.8', '">=", 0.5')]) == same      # a moved threshold
+    assert record.cell_fingerprints([cell + "# a comment\n"]) == same
+    assert record.cell_fingerprints([cell.replace("lr=0.1", "lr=0.2")]) != same          # what runs
+    assert record.cell_fingerprints([cell.replace("acc, \">\"", "acc / 2, \">\"")]) != same   # what is checked
+    assert record.cell_fingerprints([cell.replace('"acc", acc', '"acc2", acc')]) != same      # the key
+
+
+def test_a_run_record_tags_each_key_with_its_cell():
+    lines = [json.dumps(e) for e in (
+        {"key": "a", "value": 1.0, "op": ">", "threshold": 0.5, "held": True}, {"cell": 0, "ok": True},
+        {"cell": 1, "ok": True},
+        {"key": "b", "value": 0.1, "op": ">", "threshold": 0.5, "held": False},
+        {"key": "c", "value": 3.0, "op": None, "threshold": None}, {"cell": 2, "ok": True},
+        {"key": "d", "value": 4.0, "op": None, "threshold": None}, {"cell": 3, "ok": False})]
+    values, claims, cell_of, failed, error_cell = sweep.read_run_record(lines)
+    assert cell_of == {"a": 0, "b": 2, "c": 2, "d": 3} and error_cell == 3
+    assert failed == ["b = 0.1 fails > 0.5"] and set(claims) == {"a", "b"} and values["c"] == [3.0]
+
+
+def test_a_code_change_keeps_the_values_of_the_cells_before_it():
+    """Extra runs recorded before a change keep the keys of the unchanged leading cells (thresholds aside),
+    judged by today's thresholds; a key of a changed or later cell is dropped; a run that raised in a kept
+    cell is not ok."""
+    old = ["h0", "h1", "h2", "h3"]
+    assert sweep.first_changed(old, ["h0", "h1", "X", "h3"]) == 2
+    assert sweep.first_changed(old, old) == 4 and sweep.first_changed(old, old + ["h4"]) == 4
+    assert sweep.first_changed(old, ["h0", "h1"]) == 2
+    runs = [{"seed": 7, "threads": 1, "ok": True, "cells": 4, "error": None, "error_cell": None,
+             "values": {"a": [1.0], "b": [2.0], "c": [3.0]}, "cell_of": {"a": 0, "b": 1, "c": 2}},
+            {"seed": 8, "threads": 1, "ok": False, "cells": 4, "error": "boom", "error_cell": 3,
+             "values": {"a": [0.2], "c": [3.0]}, "cell_of": {"a": 0, "c": 2}},
+            {"seed": 9, "threads": 1, "ok": False, "cells": 4, "error": "boom", "error_cell": 1,
+             "values": {"a": [1.0]}, "cell_of": {"a": 0}}]
+    kept = sweep.carry_prefix(runs, 2, {"a": {"op": ">", "threshold": 0.5}})
+    assert [(r["seed"], sorted(r["values"]), r["ok"], r["cells"]) for r in kept] == [
+        (7, ["a", "b"], True, 2),        # c came from the changed cell 2: dropped
+        (8, ["a"], False, 2),            # its error was later, but a = 0.2 fails today's a > 0.5
+        (9, ["a"], False, 2)]            # it raised in cell 1, which is kept
+    # a new partial run (--key) of seed 7 replaces the keys it recorded and keeps the others
+    new = [{"seed": 7, "threads": 1, "ok": True, "cells": 1, "values": {"a": [1.5]}, "cell_of": {"a": 0}}]
+    merged = sweep.merge_runs(kept, new)
+    assert merged[0]["values"] == {"a": [1.5], "b": [2.0]} and [r["seed"] for r in merged] == [7, 8, 9]
+
+
+def test_key_cell_and_tags_of_untagged_runs():
+    cells = ['x = 1', 'expect("k.a", x, ">", 0)\nmeasure("k.b", x)', 'expect("k.c", x, ">", 0, because="c", without=0)']
+    assert sweep.key_cell(cells, "k.b") == 1 and sweep.key_cell(cells, "k.c") == 2
+    with pytest.raises(SystemExit):
+        sweep.key_cell(cells, "nope")
+    runs = [{"seed": 5, "threads": 1, "ok": True, "values": {"k.a": [1], "k.c": [1], "k.c.without": [0], "f(x)": [2]}}]
+    sweep.tag_cells(runs, cells, [{"cell_of": {"f(x)": 0}}])
+    assert runs[0]["cell_of"] == {"k.a": 1, "k.c": 2, "k.c.without": 2, "f(x)": 0}
+
+
+def test_rethreshold_takes_moved_thresholds_only(tmp_path, monkeypatch):
+    """A threshold moved in the code goes into the record without a run when nothing else changed; any other
+    change, or a run that a failed check may have cut short, needs the sweep."""
+    src = tmp_path / "99_x.md"
+    head = "---\njupyter:\n  kernelspec:\n    name: python3\n    display_name: Python 3\n---\n\n"
+    cell = 'a = 1.0\nexpect("k", a, ">", {t})\n'
+    write = lambda t, extra="": src.write_text(head + "```python\n" + cell.format(t=t) + extra + "```\n", encoding="utf-8")  # noqa: E731
+    monkeypatch.setattr(sweep, "RECORDS", tmp_path)
+    write(0.5)
+    cells = sweep.code_cells(src)
+    run = {"seed": 0, "threads": 1, "ok": True, "values": {"k": [1.0]}}
+    rec = {"code_sha256": record.code_fingerprint(cells), "cells": record.cell_fingerprints(cells),
+           "claims": {"k": {"op": ">", "threshold": 0.5}}, "runs": [run], "extra_runs": [{**run, "seed": 9, "values": {"k": [0.7]}}]}
+    (tmp_path / "99_x.json").write_text(json.dumps(rec), encoding="utf-8")
+    write(0.8)
+    assert sweep.rethreshold(src) is None
+    out = json.loads((tmp_path / "99_x.json").read_text(encoding="utf-8"))
+    assert out["claims"]["k"]["threshold"] == 0.8 and out["code_sha256"] == record.code_fingerprint(sweep.code_cells(src))
+    assert out["runs"][0]["ok"] and not out["extra_runs"][0]["ok"]          # 0.7 fails > 0.8: the test will say so
+    write(0.8, 'b = a * 2\n')
+    assert "run the sweep" in sweep.rethreshold(src)                        # code changed, not only a threshold
+
+
+def test_each_seed_probe_names_a_key_of_its_notebook():
+    """tools/seed_probes.py: a probe stands for one check of one notebook (the sweep verifies its values against the
+    notebook itself before keeping any: tools/sweep.py --probe)."""
+    import seed_probes
+
+    for key, (notebook, probe) in seed_probes.PROBES.items():
+        cells = sweep.code_cells(ROOT / "notebooks" / f"{notebook}.md")
+        assert sweep.key_cell(cells, key) >= 0 and callable(probe)

@@ -6,6 +6,15 @@ counts, and keep every number that an ``expect()`` checks or a ``measure()`` rec
     python3 run.py sweep --seeds 5-9 --threads 1 --check   # other seeds, nothing written
     python3 run.py sweep --only 06 --extra-seeds 5-24     # seeds 0-4 x threads 1, 2, and seeds 5-24 x thread 1
     python3 run.py sweep --only 06 --seeds 5-24 --threads 1 --extra   # only add extra seeds to a fresh record
+    python3 run.py sweep --only 06 --key width.skip_pre_l3_6_max --seeds 1000-1049 --threads 1 --extra
+                                              # extra seeds run only up to the cell that records this key
+    python3 run.py sweep --only 06 --rethreshold  # only thresholds moved: take them into the record, run nothing
+
+In a sweep no check stops a run (NORMLAB_RECORD_ONLY: a failed check is recorded and the run marked failed), and
+every key is tagged with the code cell that recorded it. The record keeps one fingerprint per code cell of the code
+without the checks' thresholds (normlab.record.cell_fingerprints). When a notebook's code changes, a re-record keeps
+each extra run's values recorded by the cells before the first changed one (same seed, same threads: the same
+numbers), so a change to a lesson's last cells does not throw away the extra seeds of its earlier checks.
 
 Extra seeds ("holds for any seed", notebooks/README.md) are kept in the record as ``extra_runs``;
 tests/test_record.py then holds every threshold (and every causal check's counterfactual) to the
@@ -65,35 +74,66 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def run_one(src: Path, seed: int, threads: int, timeout: int) -> dict:
-    """Execute one notebook in a child process; return its recorded values and status."""
+def read_run_record(lines: list[str]) -> tuple[dict, dict, dict, list[str], int | None]:
+    """Parse one run's NORMLAB_RECORD file: (values, claims, cell_of, failed checks, the first code cell that
+    raised or None). The child writes ``{"cell": i, "ok": bool}`` after code cell i ran; every entry before
+    it was recorded by cell i."""
+    values: dict[str, list[float]] = {}
+    claims: dict[str, dict] = {}
+    cell_of: dict[str, int] = {}
+    pending: list[str] = []
+    failed: list[str] = []
+    error_cell = None
+    for line in lines:
+        e = json.loads(line)
+        if "cell" in e:
+            cell_of.update({k: e["cell"] for k in pending if k not in cell_of})
+            pending = []
+            if not e["ok"] and error_cell is None:
+                error_cell = e["cell"]
+            continue
+        values.setdefault(e["key"], []).append(e["value"])
+        pending.append(e["key"])
+        if e["op"] is not None:
+            claims[e["key"]] = {"op": e["op"], "threshold": e["threshold"]}
+            if e.get("because"):
+                claims[e["key"]]["because"] = e["because"]   # a causal check: "<key>.without" is recorded too
+            if e.get("held") is False:
+                failed.append(f"{e['key']} = {e['value']:.6g} fails {e['op']} {e['threshold']}")
+    return values, claims, cell_of, failed, error_cell
+
+
+def run_one(src: Path, seed: int, threads: int, timeout: int, upto: int | None = None) -> dict:
+    """Execute one notebook (its first ``upto`` code cells when given) in a child process; return its recorded
+    values, which code cell recorded each key, and its status. A failed check does not stop the run
+    (NORMLAB_RECORD_ONLY): it is recorded, and the run is not ok."""
     with tempfile.TemporaryDirectory() as tmp:
         rec = Path(tmp) / "record.jsonl"
         rec.touch()
         # OMP_WAIT_POLICY=PASSIVE: idle OpenMP threads sleep instead of spinning, so a run is not slowed
         # many times over when other work shares the cores (it changes no result, only the waiting).
-        env = dict(os.environ, NORMLAB_DRILLS_FILE="off", NORMLAB_PREDICT_WAIT="0", NORMLAB_SEED=str(seed), NORMLAB_RECORD=str(rec), OMP_NUM_THREADS=str(threads),
+        env = dict(os.environ, NORMLAB_DRILLS_FILE="off", NORMLAB_PREDICT_WAIT="0", NORMLAB_SEED=str(seed),
+                   NORMLAB_RECORD=str(rec), NORMLAB_RECORD_ONLY="1", OMP_NUM_THREADS=str(threads),
                    MKL_NUM_THREADS=str(threads), OMP_WAIT_POLICY="PASSIVE", MPLBACKEND="Agg", PYTHONHASHSEED="0")
         t0 = time.time()
-        proc = subprocess.run([sys.executable, __file__, "_one", str(src), str(timeout)], env=env, cwd=ROOT,
-                              capture_output=True, text=True, encoding="utf-8")
+        proc = subprocess.run([sys.executable, __file__, "_one", str(src), str(timeout), str(upto or 0)], env=env,
+                              cwd=ROOT, capture_output=True, text=True, encoding="utf-8")
         seconds = time.time() - t0
-        values: dict[str, list[float]] = {}
-        claims: dict[str, dict] = {}
-        for line in rec.read_text(encoding="utf-8").splitlines():
-            e = json.loads(line)
-            values.setdefault(e["key"], []).append(e["value"])
-            if e["op"] is not None:
-                claims[e["key"]] = {"op": e["op"], "threshold": e["threshold"]}
-                if e.get("because"):
-                    claims[e["key"]]["because"] = e["because"]   # a causal check: "<key>.without" is recorded too
+        lines = rec.read_text(encoding="utf-8").splitlines()
+        values, claims, cell_of, failed, error_cell = read_run_record(lines)
     error = None if proc.returncode == 0 else (proc.stdout.strip().splitlines() or ["?"])[-1][:500]
-    return {"seed": seed, "threads": threads, "ok": proc.returncode == 0, "seconds": round(seconds, 1),
-            "error": error, "values": values, "claims": claims}
+    if error is not None and error_cell is None:      # killed or timed out inside a cell: the one after the last marker
+        error_cell = sum('"cell"' in line for line in lines)
+    if error is None and failed:
+        error = "; ".join(failed)[:500]
+    ran = len(code_cells(src)) if upto is None else upto
+    return {"seed": seed, "threads": threads, "ok": error is None, "seconds": round(seconds, 1), "cells": ran, "cpu": cpu_name(),
+            "error": error, "error_cell": error_cell, "values": values, "cell_of": cell_of, "claims": claims}
 
 
-def execute_in_this_process(src: Path, timeout: int) -> int:
-    """The child: run the solution version of one notebook with nbclient (kernel inherits env)."""
+def execute_in_this_process(src: Path, timeout: int, upto: int = 0) -> int:
+    """The child: run the solution version of one notebook (its first ``upto`` code cells if upto > 0) with
+    nbclient (the kernel inherits env), and write a marker into the record after each code cell."""
     import jupytext
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
@@ -101,9 +141,20 @@ def execute_in_this_process(src: Path, timeout: int) -> int:
     nb = jupytext.read(src)
     if nbtools.has_solutions(nb):
         nb = nbtools.versions(nb, learner=False)
+    if upto > 0:
+        last = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"][upto - 1]
+        nb.cells = nb.cells[:last + 1]
     nb.metadata.setdefault("kernelspec", {"name": "python3", "display_name": "Python 3", "language": "python"})
+    code_index = {i: k for k, i in enumerate(i for i, c in enumerate(nb.cells) if c.cell_type == "code")}
+
+    def mark(cell, cell_index, execute_reply):
+        if cell.cell_type == "code" and os.environ.get("NORMLAB_RECORD"):
+            ok = (execute_reply or {}).get("content", {}).get("status") == "ok"
+            with open(os.environ["NORMLAB_RECORD"], "a", encoding="utf-8") as f:
+                f.write(json.dumps({"cell": code_index[cell_index], "ok": ok}) + "\n")
+
     try:
-        NotebookClient(nb, timeout=timeout, kernel_name="python3",
+        NotebookClient(nb, timeout=timeout, kernel_name="python3", on_cell_executed=mark,
                        resources={"metadata": {"path": str(src.parent)}}).execute()
     except CellExecutionError as err:
         lines = [ln for ln in str(err).splitlines() if ln.strip()]
@@ -120,12 +171,204 @@ def parse_range(text: str) -> list[int]:
     return out
 
 
+def key_cell(cells: list[str], key: str, rec: dict | None = None) -> int:
+    """The code cell that records ``key``: from a run of the record that tagged it, else the cell whose code
+    names it as a string literal ("key" or 'key')."""
+    for run in (rec or {}).get("runs", []) + (rec or {}).get("extra_runs", []):
+        if key in run.get("cell_of", {}):
+            return run["cell_of"][key]
+    hits = [i for i, c in enumerate(cells) if f'"{key}"' in c or f"'{key}'" in c]
+    if not hits:
+        raise SystemExit(f"[sweep] no code cell records {key!r} (name it as written in expect()/measure())")
+    return hits[0]
+
+
+def tag_cells(runs: list[dict], cells: list[str], tagged: list[dict]) -> None:
+    """Give every run that lacks it (runs recorded before cells were tagged) the cell that recorded each key,
+    from the ``tagged`` runs of the same code, else from the key written as a literal in a cell."""
+    known: dict[str, int] = {}
+    for run in tagged:
+        known.update(run.get("cell_of", {}))
+    for run in runs:
+        if "cell_of" in run:
+            continue
+        cell_of = {}
+        for key in run["values"]:
+            base = key.removesuffix(".without")
+            hits = [i for i, c in enumerate(cells) if f'"{base}"' in c or f"'{base}'" in c]
+            if key in known or base in known:
+                cell_of[key] = known.get(key, known.get(base))
+            elif hits:
+                cell_of[key] = hits[0]
+        run["cell_of"] = cell_of
+        run.setdefault("cells", len(cells))
+
+
+def first_changed(old: list[str], new: list[str]) -> int:
+    """Index of the first code cell whose fingerprint (record.cell_fingerprints) differs; len when none does."""
+    for i, (a, b) in enumerate(zip(old, new)):
+        if a != b:
+            return i
+    return min(len(old), len(new)) if len(old) != len(new) else len(new)
+
+
+def carry_prefix(runs: list[dict], upto: int, claims: dict) -> list[dict]:
+    """The part of each run recorded by code cells 0..upto-1 (unchanged since): its keys from those cells, ok
+    when no cell among them raised and every kept check holds under today's thresholds (``claims``)."""
+    from normlab.record import _holds
+
+    out = []
+    for run in runs:
+        cell_of = run.get("cell_of", {})
+        values = {k: v for k, v in run["values"].items() if cell_of.get(k, upto) < upto}
+        if not values:
+            continue
+        error_cell = run.get("error_cell", None if run["ok"] else 0)   # an untagged failed run keeps nothing ok
+        raised = error_cell is not None and error_cell < upto
+        holds = all(_holds(v, claims[k]["op"], claims[k]["threshold"]) for k in values if k in claims for v in values[k])
+        out.append({**run, "values": values, "cell_of": {k: cell_of[k] for k in values},
+                    "cells": min(run.get("cells", upto), upto), "ok": not raised and holds,
+                    "error": run.get("error") if raised or not holds else None})
+    return out
+
+
+def merge_runs(old: list[dict], new: list[dict]) -> list[dict]:
+    """Extra runs by seed: a new run of a seed replaces the keys it recorded and keeps the older run's others."""
+    by_seed = {r["seed"]: r for r in old}
+    for r in new:
+        was = by_seed.get(r["seed"])
+        if was is not None and was.get("cells", 0) > r.get("cells", 0):
+            r = {**was, "values": {**was["values"], **r["values"]},
+                 "cell_of": {**was.get("cell_of", {}), **r.get("cell_of", {})}, "ok": was["ok"] and r["ok"],
+                 "error": r.get("error") or was.get("error")}
+        by_seed[r["seed"]] = r
+    return [by_seed[s] for s in sorted(by_seed)]
+
+
+def literal_checks(cells: list[str]) -> list[tuple[str, dict | None]]:
+    """Every ``expect(KEY, value, OP, THRESHOLD)`` of the code as (a regex of its key: an f-string's fields match
+    anything, {"op": OP, "threshold": THRESHOLD}); the dict is None where op or threshold is not a literal."""
+    import ast
+    import re
+
+    def pattern(node) -> str | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return re.escape(node.value)
+        if isinstance(node, ast.JoinedStr):
+            return "".join(re.escape(v.value) if isinstance(v, ast.Constant) else ".+" for v in node.values)
+        return None
+
+    out: list[tuple[str, dict | None]] = []
+    for src in cells:
+        lines = ["" if line.lstrip().startswith(("%", "!")) else line for line in src.splitlines()]
+        for node in ast.walk(ast.parse("\n".join(lines))):
+            f = getattr(node, "func", None)
+            if not (isinstance(node, ast.Call) and (getattr(f, "id", None) or getattr(f, "attr", None)) == "expect"):
+                continue
+            key = pattern(node.args[0]) if node.args else None
+            try:
+                op, threshold = (ast.literal_eval(a) for a in (node.args[2], node.args[3]))
+                claim = {"op": op, "threshold": list(threshold) if op == "between" else float(threshold)}
+            except (ValueError, IndexError):
+                claim = None
+            out.append((key or ".*", claim))
+    return out
+
+
+def rethreshold(src: Path) -> str | None:
+    """Take moved thresholds into a record without running anything, when that is sound: every code cell's
+    record.cell_fingerprints (the code without the checks' thresholds) is what the record was made with, and every
+    run either passed (no check stopped a cell) or ran with NORMLAB_RECORD_ONLY (none could). Each run's ok is then
+    judged again by the new thresholds. None when done, else why not."""
+    import normlab.record as record
+
+    path = RECORDS / f"{src.stem}.json"
+    rec = json.loads(path.read_text(encoding="utf-8"))
+    cells = code_cells(src)
+    if rec.get("cells") != record.cell_fingerprints(cells):
+        return "code other than thresholds changed (or the record has no cell fingerprints): run the sweep"
+    import re
+
+    checks = literal_checks(cells)
+    for key, claim in rec["claims"].items():
+        found = [c for pat, c in checks if re.fullmatch(pat, key)]
+        if len(found) != 1 or found[0] is None:
+            return f"{key}: not one expect() with a literal op and threshold: run the sweep"
+        claim.update(found[0])
+    for run in rec["runs"] + rec.get("extra_runs", []):
+        if not run["ok"] and run.get("error_cell") is not None:
+            return f"seed {run['seed']} threads {run['threads']} raised in cell {run['error_cell']}: run the sweep"
+        held = all(record._holds(v, c["op"], c["threshold"]) for k, c in rec["claims"].items()
+                   for v in run["values"].get(k, []))
+        held = held and not any(record._holds(w, c["op"], c["threshold"]) for k, c in rec["claims"].items()
+                                if c.get("because") for w in run["values"].get(k + record.WITHOUT, []))
+        run["ok"], run["error"] = held, None if held else "a check fails under the new thresholds"
+    rec["code_sha256"] = record.code_fingerprint(cells)
+    path.write_text(json.dumps(rec, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return None
+
+
+def run_probe(key: str, seed: int) -> tuple[dict, float, str | None]:
+    """One probe (tools/seed_probes.py) in a child process with the sweep's environment: (values, seconds, error)."""
+    env = dict(os.environ, NORMLAB_SEED=str(seed), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OMP_WAIT_POLICY="PASSIVE",
+               MPLBACKEND="Agg", PYTHONHASHSEED="0", NORMLAB_DRILLS_FILE="off")
+    t0 = time.time()
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "seed_probes.py"), key], env=env, cwd=ROOT,
+                          capture_output=True, text=True, encoding="utf-8")
+    if proc.returncode:
+        return {}, time.time() - t0, (proc.stderr.strip().splitlines() or ["?"])[-1][:500]
+    return json.loads(proc.stdout.strip().splitlines()[-1]), time.time() - t0, None
+
+
+def probe_sweep(key: str, seeds: list[int], verify: list[int], timeout: int) -> int:
+    """Measure ``key`` with its probe for ``seeds`` and keep them as extra runs of its notebook (tagged "probe" and
+    with this machine's CPU), after checking that the probe gives exactly what the notebook itself, run up to the
+    key's cell, records on each ``verify`` seed."""
+    import normlab.record as record
+    import seed_probes
+
+    notebook = seed_probes.PROBES[key][0]
+    src = next(s for s in nbtools.sources() if s.stem == notebook)
+    path = RECORDS / f"{notebook}.json"
+    rec = json.loads(path.read_text(encoding="utf-8"))
+    cells = code_cells(src)
+    if rec["code_sha256"] != record.code_fingerprint(cells):
+        print(f"[sweep] {notebook}: the record is stale; sweep it before probing")
+        return 1
+    cell = key_cell(cells, key, rec)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for s in verify:
+            nb_run, (values, _, error) = pool.map(lambda job: job(), [lambda: run_one(src, s, 1, timeout, cell + 1),
+                                                                       lambda: run_probe(key, s)])
+            wrong = error or {k: (v, nb_run["values"].get(k)) for k, v in values.items() if [v] != nb_run["values"].get(k)}
+            if wrong:
+                print(f"[sweep] probe {key} does not reproduce {notebook} on seed {s}: {wrong}; nothing kept")
+                return 1
+        print(f"[sweep] probe {key} reproduces {notebook} (code cells 1-{cell + 1}) on seeds {verify}")
+        done = list(pool.map(lambda s: (s, run_probe(key, s)), seeds))
+    runs = []
+    for s, (values, seconds, error) in done:
+        failed = [k for k, v in values.items() if k in rec["claims"]
+                  and not record._holds(v, rec["claims"][k]["op"], rec["claims"][k]["threshold"])]
+        runs.append({"seed": s, "threads": 1, "ok": error is None and not failed, "seconds": round(seconds, 1),
+                     "cells": None, "probe": key, "cpu": cpu_name(),
+                     "error": error or (f"fails: {failed}" if failed else None),
+                     "error_cell": cell if error else None, "values": {k: [v] for k, v in values.items()},
+                     "cell_of": {k: cell for k in values}})
+        print(f"[sweep] probe {key} seed {s}: {values.get(key)} {'ok' if runs[-1]['ok'] else 'FAILED'} ({seconds:.0f} s)")
+    rec["cells"] = record.cell_fingerprints(cells)
+    tag_cells(rec.get("extra_runs", []), cells, rec["runs"])
+    rec["extra_runs"] = merge_runs(rec.get("extra_runs", []), runs)
+    path.write_text(json.dumps(rec, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return 1 if any(not r["ok"] for r in runs) else 0
+
+
 def main(argv: list[str]) -> int:
     from normlab.console import console_safe   # ✓/✗ and the like readable on any console (a GBK one too)
 
     console_safe()
     if argv[:1] == ["_one"]:
-        return execute_in_this_process(Path(argv[1]), int(argv[2]))
+        return execute_in_this_process(Path(argv[1]), int(argv[2]), int(argv[3]) if len(argv) > 3 else 0)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", nargs="*", default=[], help="notebook name prefixes, e.g. 01 06")
     ap.add_argument("--seeds", default="0-4", help="e.g. 0-4 or 5-9 or 0,3")
@@ -135,10 +378,29 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--extra", action="store_true",
                     help="keep these runs as the record's extra_runs (the record must be fresh), e.g. --seeds 5-24 --threads 1")
     ap.add_argument("--extra-seeds", default="", help="also run these seeds with one thread as the record's extra_runs, e.g. 5-24")
+    ap.add_argument("--key", default="",
+                    help="extra runs execute the code cells only up to the one that records this key, e.g. width.skip_pre_l3_6_max")
+    ap.add_argument("--probe", default="",
+                    help="measure this key with tools/seed_probes.py, after checking it against the notebook run up to the "
+                         "key's cell on --verify seeds, e.g. --probe multi.max_rise --seeds 1000-1049")
+    ap.add_argument("--verify", default="0", help="seeds on which --probe must reproduce the notebook")
+    ap.add_argument("--rethreshold", action="store_true",
+                    help="only thresholds moved (record.cell_fingerprints unchanged): take them into the record, run nothing")
     args = ap.parse_args(argv)
+    if args.probe:
+        return probe_sweep(args.probe, parse_range(args.seeds), parse_range(args.verify), args.timeout)
+    if args.rethreshold:
+        failed = 0
+        for src in (s for s in nbtools.sources() if not args.only or any(s.stem.startswith(p) for p in args.only)):
+            why = rethreshold(src)
+            print(f"[sweep] {src.stem}: {why or 'thresholds taken into the record'}")
+            failed += why is not None
+        return 1 if failed else 0
     from tqdm import tqdm
 
     import fcntl
+
+    import normlab.record as record
 
     lock = open(Path(tempfile.gettempdir()) / "normlab-sweep.lock", "w", encoding="utf-8")
     try:
@@ -147,16 +409,24 @@ def main(argv: list[str]) -> int:
         print("[sweep] another sweep is running on this machine; waiting for it to finish ...", flush=True)
         fcntl.flock(lock, fcntl.LOCK_EX)
     chosen = [s for s in nbtools.sources() if not args.only or any(s.stem.startswith(p) for p in args.only)]
+    if args.key and len(chosen) != 1:
+        raise SystemExit("[sweep] --key needs one notebook (--only NN)")
+    upto = None
+    if args.key:
+        path = RECORDS / f"{chosen[0].stem}.json"
+        upto = 1 + key_cell(code_cells(chosen[0]), args.key,
+                            json.loads(path.read_text(encoding="utf-8")) if path.exists() else None)
+        print(f"[sweep] --key {args.key}: extra runs execute code cells 1-{upto} of {len(code_cells(chosen[0]))}")
     seeds, threads = parse_range(args.seeds), parse_range(args.threads)
-    jobs = [(src, s, t, False) for src in chosen for t in threads for s in seeds]
-    jobs += [(src, s, 1, True) for src in chosen for s in parse_range(args.extra_seeds)] if args.extra_seeds else []
+    jobs = [(src, s, t, args.extra, upto if args.extra else None) for src in chosen for t in threads for s in seeds]
+    jobs += [(src, s, 1, True, upto) for src in chosen for s in parse_range(args.extra_seeds)] if args.extra_seeds else []
     results: dict[str, list[dict]] = {src.stem: [] for src in chosen}
     extra_results: dict[str, list[dict]] = {src.stem: [] for src in chosen}
     bar = tqdm(total=len(jobs), desc="sweep", unit="run")
 
     def go(job):
-        src, s, t, extra = job
-        r = run_one(src, s, t, args.timeout)
+        src, s, t, extra, cells = job
+        r = run_one(src, s, t, args.timeout, cells)
         bar.set_postfix_str(f"{src.stem[:2]} seed {s} threads {t}: {'ok' if r['ok'] else 'FAILED'} {r['seconds']:.0f}s")
         bar.update()
         return src.stem, r, extra
@@ -175,30 +445,28 @@ def main(argv: list[str]) -> int:
     failed = 0
     for src in chosen:
         extra_runs = sorted(extra_results[src.stem], key=lambda r: r["seed"])
-        for r in extra_runs:
-            r.pop("claims")
-            if not r["ok"]:
-                failed += 1
-                print(f"[sweep] {src.stem} extra seed {r['seed']}: FAILED: {r['error']}")
         runs = sorted(results[src.stem], key=lambda r: (r["threads"], r["seed"]))
-        for r in runs:
+        for r in runs + extra_runs:
             if not r["ok"]:
                 failed += 1
-                print(f"[sweep] {src.stem} seed {r['seed']} threads {r['threads']}: FAILED: {r['error']}")
+                print(f"[sweep] {src.stem} seed {r['seed']} threads {r['threads']}"
+                      f"{' (extra)' if r in extra_runs else ''}: FAILED: {r['error']}")
         claims: dict[str, dict] = {}
         for r in runs:
             claims.update(r.pop("claims"))
-        times = [r["seconds"] for r in runs]
-        print(f"[sweep] {src.stem}: {sum(r['ok'] for r in runs)}/{len(runs)} ok, "
-              f"{len(claims)} claims, {len({k for r in runs for k in r['values']})} keys, "
-              f"{min(times):.0f}-{max(times):.0f} s per run")
-        if args.check or not any(r["values"] for r in runs):
+        for r in extra_runs:
+            r.pop("claims")
+        shown = runs or extra_runs
+        if shown:
+            times = [r["seconds"] for r in shown]
+            print(f"[sweep] {src.stem}: {sum(r['ok'] for r in shown)}/{len(shown)} ok, "
+                  f"{len({k for r in shown for k in r['values']})} keys, {min(times):.0f}-{max(times):.0f} s per run")
+        if args.check or not any(r["values"] for r in runs + extra_runs):
             continue
         RECORDS.mkdir(parents=True, exist_ok=True)
-        import normlab.record as record
-
         path = RECORDS / f"{src.stem}.json"
-        fingerprint = record.code_fingerprint(code_cells(src))
+        cells = code_cells(src)
+        fingerprint, fingerprints = record.code_fingerprint(cells), record.cell_fingerprints(cells)
         old = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
         if args.extra:
             if old is None or old["code_sha256"] != fingerprint:
@@ -206,23 +474,33 @@ def main(argv: list[str]) -> int:
                       f"(python3 run.py sweep --only {src.stem[:2]}); extra runs not kept")
                 failed += 1
                 continue
-            old["extra_runs"] = runs
+            old["cells"] = fingerprints
+            tag_cells(old.get("extra_runs", []), cells, old["runs"] + extra_runs)
+            old["extra_runs"] = merge_runs(old.get("extra_runs", []), extra_runs)
             old["extra_date"] = date.today().isoformat()
             path.write_text(json.dumps(old, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
             continue
-        out = {"notebook": src.stem, "code_sha256": fingerprint,
+        out = {"notebook": src.stem, "code_sha256": fingerprint, "cells": fingerprints,
                "date": date.today().isoformat(),
                "machine": {"cpu": cpu_name(), "cores": os.cpu_count(), "python": platform.python_version(),
                            "torch": __import__("torch").__version__},
                "claims": dict(sorted(claims.items())), "runs": runs}
-        if extra_runs:
-            out["extra_runs"], out["extra_date"] = extra_runs, out["date"]
-        elif old is not None and old.get("extra_runs"):
+        kept: list[dict] = []
+        if old is not None and old.get("extra_runs"):
             if old["code_sha256"] == fingerprint:
-                out["extra_runs"], out["extra_date"] = old["extra_runs"], old.get("extra_date")
+                kept = old["extra_runs"]
+                tag_cells(kept, cells, runs)
+            elif old.get("cells"):
+                same = first_changed(old["cells"], fingerprints)
+                kept = carry_prefix(old["extra_runs"], same, out["claims"])
+                print(f"[sweep] {src.stem}: code cells 1-{same} unchanged (thresholds aside): kept the extra runs' "
+                      f"values they recorded ({len(kept)} seeds); later cells' values dropped")
             else:
                 print(f"[sweep] {src.stem}: the code changed, so its extra-seed runs were dropped; "
                       f"re-run them with --extra (seeds {sorted({r['seed'] for r in old['extra_runs']})})")
+        if kept or extra_runs:
+            out["extra_runs"] = merge_runs(kept, extra_runs)
+            out["extra_date"] = date.today().isoformat() if extra_runs else old.get("extra_date")
         path.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"[sweep] {len(jobs)} runs in {time.time() - t0:.0f} s, {failed} failed"
           + ("" if args.check else f"; records in {RECORDS.relative_to(ROOT)}/"))

@@ -38,6 +38,7 @@ class Erratum(InCourse):
     snippet: str = ""       # our restatement of a prose or pseudo-code mistake ("" where the code is runnable)
     run: Callable[[], Demo] = field(repr=False, compare=False, default=None)
     flawed: tuple[Callable, ...] = field(repr=False, compare=False, default=())
+    records: list = field(default_factory=list, compare=False, repr=False)   # where its numbers come from
 
 
 def _load() -> list[Erratum]:
@@ -65,6 +66,9 @@ class Claim(InCourse):
     verdict: str            # what the measurement says, with the source
     course: str             # label of the course section that measures it
     measured_by: str = ""   # the function of normlab.companion that measures it here ("" if a lesson does)
+    # where its numbers come from (tests/test_ledger.py): record ranges "NN_name:key lo..hi", or the arithmetic
+    records: list = field(default_factory=list, compare=False, repr=False)
+    derived: list = field(default_factory=list, compare=False, repr=False)
 
 
 CLAIMS: list[Claim] = [Claim(**c) for c in load_toml("claims.toml")["claim"]]
