@@ -6,20 +6,34 @@
 2. Noto Sans CJK SC shipped inside the ``mplfonts`` PyPI package (installed by
    ``python3 run.py ...``; needs no root);
 and prints one clear line when it finds none.
+
+Figures are projected (issue 36): on a 1280x720 slide a figure fills at most PROJECTED_BOX, and its
+smallest text must come out at PROJECTED_MIN_PX or more. In a notebook, ``use_style()`` has every figure
+it displays drawn with no text smaller than ``projected_floor(fig)`` points (``readable``), and writes
+the sizes into the PNG (PNG_TEXT_KEY: its smallest text in points and its dpi), so that the slides'
+test can measure each figure's smallest text as shown (tests/test_slides_readable.py).
 """
 
 from __future__ import annotations
 
 import html
+import json
 import unicodedata
 import sys
 from collections.abc import Sequence
-from functools import lru_cache
-from importlib import util as importlib_util
+from functools import lru_cache, partial
+from importlib import import_module, util as importlib_util
 from pathlib import Path
 
 import matplotlib as mpl
 from matplotlib import font_manager
+
+# A figure on a slide (tools/slide_model.py IMG_WIDTH, IMG_MAX: 95% of the slide's width, at most 500 px
+# high, scaled to fit) and the smallest text it may show there, read from the back of a room (issue 36).
+PROJECTED_BOX = (1180, 500)
+PROJECTED_MIN_PX = 18
+READABLE_MAX_PT = 17             # above this floor a figure is too tall or wide for its text: left as drawn
+PNG_TEXT_KEY = "normlab-text"     # the PNG's tEXt chunk: {"min_pt": ..., "dpi": ...}
 
 SYSTEM_CJK_FONTS = (
     "Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "Source Han Sans CN",
@@ -58,7 +72,8 @@ def use_style(quiet: bool = False) -> str | None:
     font = find_cjk_font()
     mpl.rcParams.update({
         "figure.dpi": 100, "savefig.dpi": 120, "savefig.bbox": "tight", "figure.constrained_layout.use": True,
-        "font.size": 11, "axes.titlesize": 12, "axes.labelsize": 11, "legend.fontsize": 10,
+        "font.size": 14, "axes.titlesize": 15, "axes.labelsize": 14, "legend.fontsize": 13,
+        "xtick.labelsize": 13, "ytick.labelsize": 13, "figure.titlesize": 16,
         "axes.grid": True, "grid.alpha": 0.3, "axes.spines.top": False, "axes.spines.right": False,
         "axes.unicode_minus": False,  # CJK fonts lack U+2212; use the ASCII hyphen-minus
         "font.family": "sans-serif",
@@ -66,7 +81,73 @@ def use_style(quiet: bool = False) -> str | None:
     })
     if font is None and not quiet:
         print(NO_FONT_MESSAGE, file=sys.stderr)
+    _display_readable()
     return font
+
+
+def projected_floor(fig, dpi: float | None = None) -> float:
+    """The smallest font size (points) that shows as PROJECTED_MIN_PX when the figure, saved at ``dpi``,
+    is scaled to fit PROJECTED_BOX (5% to spare: a tight bounding box may add a little)."""
+    dpi = dpi or fig.dpi
+    w, h = fig.get_size_inches() * dpi
+    scale = min(PROJECTED_BOX[0] / w, PROJECTED_BOX[1] / h)
+    return round(1.05 * PROJECTED_MIN_PX * 72 / (dpi * scale), 1)
+
+
+def shown_texts(fig) -> list:
+    """The figure's visible, non-empty text artists (titles, labels, tick labels, legends, notes)."""
+    from matplotlib.text import Text
+    return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+
+
+def readable(fig, dpi: float | None = None) -> float:
+    """Raise every text of ``fig`` smaller than ``projected_floor`` to it (tick labels through
+    tick_params, as ticks are made again at each draw); returns the smallest size then, in points.
+    A figure whose floor is above READABLE_MAX_PT (a 3x2 grid of panels 8 inches high) is left as it is:
+    text that large would overlap its panels; such a figure needs a smaller figsize or fewer panels
+    (the slides' test reports it)."""
+    floor = projected_floor(fig, dpi)
+    if floor > READABLE_MAX_PT:
+        return min((t.get_fontsize() for t in shown_texts(fig)), default=floor)
+    for ax in fig.axes:
+        for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
+            labels = axis.get_ticklabels(which="both")
+            if labels and min(t.get_fontsize() for t in labels) < floor:
+                ax.tick_params(axis=name, which="both", labelsize=floor)
+    for t in shown_texts(fig):
+        if t.get_fontsize() < floor:
+            t.set_fontsize(floor)
+    return min((t.get_fontsize() for t in shown_texts(fig)), default=floor)
+
+
+def text_record(fig, dpi: float | None = None) -> dict:
+    """PNG metadata that says the figure's smallest text (points) and the dpi it is saved at."""
+    smallest = min((t.get_fontsize() for t in shown_texts(fig)), default=0.0)
+    return {PNG_TEXT_KEY: json.dumps({"min_pt": round(smallest, 2), "dpi": dpi or fig.dpi})}
+
+
+def _readable_png(original, fig, **kwargs):
+    """The notebook's PNG of a figure: made readable, its smallest text and dpi in PNG_TEXT_KEY."""
+    dpi = kwargs.get("dpi") or fig.dpi
+    readable(fig, dpi)
+    return original(fig, metadata=text_record(fig, dpi), **kwargs)
+
+
+def _display_readable() -> None:
+    """In IPython with the inline backend: the PNG formatter of figures goes through _readable_png."""
+    shell = sys.modules.get("IPython") and sys.modules["IPython"].get_ipython()
+    if not shell or not hasattr(shell, "display_formatter"):
+        return
+    from matplotlib.figure import Figure
+    if "inline" in mpl.get_backend():     # its first import registers its formatter: now, not after ours
+        import_module("matplotlib_inline.backend_inline")
+    png = shell.display_formatter.formatters["image/png"]
+    original = png.lookup_by_type(Figure) if Figure in png.type_printers else None
+    if original is None or getattr(original, "normlab_readable", False):
+        return
+    wrapped = partial(_readable_png, original)
+    wrapped.normlab_readable = True
+    png.for_type(Figure, wrapped)
 
 
 class Table:

@@ -245,7 +245,7 @@ def test_speaker_notes_from_the_sources_reach_the_slides(slides_url):
 # below the screen (an element inside a scrolling box counts as that box), and nothing is cut at
 # the slide's right edge: no element and no run of text passes it, nor passes the right edge of a box
 # that hides or scrolls what overflows it (code, prose, math, a table in markdown), but for an output's
-# box, in which a wider table scrolls sideways (the box itself must fit); (3) the visible prose
+# box, in which a wider table scrolls sideways (the box itself must fit); (3) the visible prose (a list of short items apart: model.SLIDE_LIST)
 # (markdown text, closed <details> as their summary, no code, outputs, math or notes) and the rows
 # of code shown (a wrapped line counts each row) are within the limits; one notes <aside> per slide
 # (the speaker view shows the first). Then (4) in document order, every output between a 先想一想
@@ -333,6 +333,12 @@ FIT_CHECK = r"""(limits, R) => {
       const c = s.cloneNode(true);
       c.querySelectorAll(".jp-CodeCell .jp-InputArea, .jp-OutputArea, pre, mjx-container, aside, script, style, a.anchor-link, details > :not(summary)")
         .forEach(e => e.remove());
+      let listed = 0;       // a list of short items counts apart (tools/slide_model.py SHORT_ITEM, SLIDE_LIST)
+      c.querySelectorAll(".jp-MarkdownCell :is(ul, ol):not(li *)").forEach(list => {
+        const items = Array.from(list.children).filter(li => li.tagName === "LI");
+        if (items.length && items.every(li => len(li.textContent) <= limits.item)) { listed += len(list.textContent); list.remove(); }
+      });
+      if (listed > limits.list) problems.push(`${where}: ${listed} characters of short lists`);
       const prose = len(c.textContent);
       if (prose > limits.prose) problems.push(`${where}: ${prose} characters of prose`);
       if (code > limits.code) problems.push(`${where}: ${code} lines of code`);
@@ -370,7 +376,8 @@ SLIDE_CHECK = deck_checks.deck_pass(FIT_CHECK)   # the fit check alone, for the 
 
 
 def fit_limits() -> dict:
-    return {"prose": model.SLIDE_PROSE, "code": model.SLIDE_CODE, "wide": model.WIDE.pattern}
+    return {"prose": model.SLIDE_PROSE, "code": model.SLIDE_CODE, "wide": model.WIDE.pattern,
+            "item": model.SHORT_ITEM, "list": model.SLIDE_LIST}
 
 
 def open_deck_page(browser, url: str, tab: Tab | None = None):

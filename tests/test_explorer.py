@@ -370,7 +370,7 @@ def test_front_end_files_follow_the_contract():
 
 def test_static_grid_has_every_norm_and_layout():
     fig = ex.static_grid()
-    titles = [ax.get_title() for ax in fig.axes]
+    titles = [ax.get_title() + " " + ax.get_figure(root=False).get_suptitle() for ax in fig.axes]   # a norm's name: its subfigure's
     assert len(titles) == len(ex.NORMS) * 2
     assert sum("BatchNorm" in t for t in titles) == 2 and sum("文本" in t for t in titles) == len(ex.NORMS)
     matplotlib.pyplot.close(fig)
@@ -527,7 +527,7 @@ def test_static_figure_can_show_batchnorm_alone():
     import matplotlib.pyplot as plt
 
     fig = ex.static_grid(norms=("batchnorm",))
-    titles = [ax.get_title() for ax in fig.axes]
+    titles = [ax.get_title() + " " + ax.get_figure(root=False).get_suptitle() for ax in fig.axes]   # a norm's name: its subfigure's
     assert len(fig.axes) == 2 and all(t.startswith("BatchNorm") for t in titles)
     assert "4 组统计量" in titles[0] and "4 组统计量" in titles[1]      # C = 4 channels, E = 4 features
     plt.close(fig)

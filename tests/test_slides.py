@@ -18,6 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import execution  # noqa: E402  (tools/execution.py: build/executed/)
+import slide_cuts as cuts  # noqa: E402  (short lists)
 import slide_layout as layout  # noqa: E402  (the splitting rules)
 import slide_model as model  # noqa: E402  (the text-height model)
 import slide_style as style  # noqa: E402  (the slides' CSS)
@@ -96,9 +97,13 @@ def shown_input(cell) -> bool:
 
 
 def prose(slide: list) -> float:
-    """Visible prose of a slide with every fragment shown and every <details> closed."""
-    return sum(model.unit_prose(k, t) for c in slide if c.cell_type == "markdown" and kind(c) != "notes"
-               for k, t in model.markdown_units(c.source))
+    """Visible prose of a slide with every fragment shown and every <details> closed (short lists apart)."""
+    return sum(cuts.slide_prose(model.markdown_units(c.source))[0] for c in slide if c.cell_type == "markdown" and kind(c) != "notes")
+
+
+def listed(slide: list) -> float:
+    """Prose of the short lists on a slide (model.SLIDE_LIST)."""
+    return sum(cuts.slide_prose(model.markdown_units(c.source))[1] for c in slide if c.cell_type == "markdown" and kind(c) != "notes")
 
 
 def code_lines(slide: list) -> int:
@@ -164,6 +169,7 @@ def check_limits(nb: nbformat.NotebookNode, layout: layout.SlideLayout, name: st
     for n, slide in enumerate(slides(nb)):
         where = f"{name} slide {n} ({slide[0].source[:40]!r})"
         assert prose(slide) <= model.SLIDE_PROSE, f"{where}: {prose(slide)} characters of prose"
+        assert listed(slide) <= model.SLIDE_LIST, f"{where}: {listed(slide)} characters of short lists"
         assert code_lines(slide) <= model.SLIDE_CODE, f"{where}: {code_lines(slide)} lines of code"
         assert sum(kind(c) == "notes" for c in slide) <= 1, f"{where}: more than one notes cell"
     assert len(layout.sizes) == len(slides(nb)) == len(layout.texts)
@@ -204,6 +210,27 @@ def test_a_long_markdown_cell_is_split_at_paragraphs_and_items():
     assert all(f"- 第 {i} 条" in shown for i in range(4))
     continued = [g[0].source for g in groups[2:]]
     assert all(s.startswith("#### 1. 一节（续）") for s in continued), continued
+
+
+def test_a_list_of_short_questions_shares_its_slide_a_list_with_a_long_item_does_not():
+    """Issue 36: 03 opens with a paragraph and five short questions (three slides under the prose limit
+    alone). A list whose every item is short counts apart (model.SLIDE_LIST): the five fit on the
+    paragraph's slide. The control: the same list with one item longer than SHORT_ITEM is prose, and
+    goes on over more slides."""
+    intro = "层归一化对每个样本自己求均值和方差，不看 batch 里的其他样本。这一课回答五个问题，每个都用能运行的单元格回答："
+    questions = ["LN 到底是哪几行代码？和 `torch.nn.LayerNorm` 逐元素一致吗？",
+                 "每个均值/方差覆盖哪些元素？Transformer 里的 LN（只在 E 上）和图像上的 LN（在 C,H,W 上）有什么不同？",
+                 "为什么变长、带填充 (padding) 的序列用 LN 而不用 BN？", "LN 对什么变换不变 (invariant)？对什么不是？",
+                 "方差怎么算才不出错？ε 放在哪里？BERT 的 ε=1e-12 在半精度下还在吗？"]
+    def laid(items):
+        nb, lay = lay_out(notebook(md("# 03 · 层归一化\n\n" + intro + "\n\n" + "\n".join(f"{i + 1}. {q}" for i, q in enumerate(items)))))
+        check_limits(nb, lay, "synthetic")
+        return slides(nb)
+    assert all(model.prose_length(q) <= model.SHORT_ITEM for q in questions)
+    assert sum(model.prose_length(q) for q in questions) + model.prose_length(intro) > model.SLIDE_PROSE   # the old rule split it
+    assert len(laid(questions)) == 1
+    long = questions[:1] + [questions[1] + "再说一遍：" + questions[1]] + questions[2:]
+    assert model.prose_length(long[1]) > model.SHORT_ITEM and len(laid(long)) >= 2
 
 
 def test_a_paragraph_longer_than_a_slide_goes_to_the_notes():

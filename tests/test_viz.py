@@ -84,3 +84,33 @@ def test_pip_shipped_font_is_used_when_the_system_has_none(monkeypatch, tmp_path
         assert all(ord(ch) in charmap for ch in "批归一化")
     finally:
         viz.find_cjk_font.cache_clear()
+
+
+@pytest.mark.parametrize("figsize", [(14, 3.8), (11, 3.8), (6, 3.5)])
+def test_readable_raises_small_text_to_what_shows_18px_on_a_slide(figsize):
+    """Issue 36: after viz.readable, the smallest text of the PNG as saved (tight bounding box), scaled to
+    fit the slide's figure box, is at least PROJECTED_MIN_PX; the control: before it, a 7-point legend
+    and 9-point ticks are not (for the two wide figures)."""
+    import io
+
+    from PIL import Image
+
+    viz.use_style()
+    fig, axes = plt.subplots(1, 2, figsize=figsize)
+    axes[0].plot([0, 1], [1, 0], label="训练 train")
+    axes[0].legend(fontsize=7)
+    axes[1].tick_params(labelsize=9)
+
+    def shown_px():
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=100)
+        w, h = Image.open(buf).size
+        scale = min(viz.PROJECTED_BOX[0] / w, viz.PROJECTED_BOX[1] / h)
+        return min(t.get_fontsize() for t in viz.shown_texts(fig)) * 100 / 72 * scale
+
+    before = shown_px()
+    viz.readable(fig, 100)
+    after = shown_px()
+    plt.close(fig)
+    assert after >= viz.PROJECTED_MIN_PX, (figsize, before, after)
+    assert before < viz.PROJECTED_MIN_PX or figsize[0] < 10, (figsize, before)

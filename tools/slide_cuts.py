@@ -12,8 +12,8 @@ from pathlib import Path
 import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from slide_model import (CODE_LINE, CODE_PAD, PREDICT_TAG, PROSE_CUT, choices_height, code_block_rows,  # noqa: E402
-                         prose_length, shown_code, shows_alone, strip_tags, table_height)
+from slide_model import (CODE_LINE, CODE_PAD, PREDICT_TAG, PROSE_CUT, SHORT_ITEM, choices_height, code_block_rows,  # noqa: E402
+                         prose_length, shown_code, shows_alone, strip_tags, table_height, unit_prose)
 
 
 def sentences(text: str) -> list[str]:
@@ -155,3 +155,24 @@ def next_input_height(cells, i: int) -> float:
         if cell.metadata.get("slideshow", {}).get("slide_type") != "notes":
             return 0
     return 0
+
+
+def short_list_items(units: list[tuple[str, str]]) -> set[int]:
+    """Indices of the units that are items of a list (consecutive items) whose every item has at
+    most SHORT_ITEM of prose: their prose counts towards SLIDE_LIST, not SLIDE_PROSE."""
+    out, run = set(), []
+    for i, (kind, text) in enumerate(units + [("end", "")]):
+        if kind == "item":
+            run.append(i)
+            continue
+        if run and all(prose_length(units[j][1]) <= SHORT_ITEM for j in run):
+            out.update(run)
+        run = []
+    return out
+
+
+def slide_prose(units: list[tuple[str, str]]) -> tuple[float, float]:
+    """(prose, prose of short lists) of the markdown units on a slide, every <details> closed."""
+    listed = short_list_items(units)
+    return (sum(unit_prose(k, t) for i, (k, t) in enumerate(units) if i not in listed),
+            sum(unit_prose(k, t) for i, (k, t) in enumerate(units) if i in listed))

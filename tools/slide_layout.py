@@ -1,8 +1,8 @@
 """The slides' layout: one idea per slide (issue 18), the splitting rules.
 
 The executed notebook is laid out as a reveal.js deck that reads well projected at 1280x720:
-at most SLIDE_PROSE of visible prose and SLIDE_CODE lines of code per slide, content kept within the
-slide's height (estimated by tools/slide_model.py; tests/test_browser_book.py measures it in Chromium),
+at most SLIDE_PROSE of visible prose (a list of short items apart: SLIDE_LIST) and SLIDE_CODE lines of code
+per slide, content kept within the slide's height (tools/slide_model.py; Chromium: tests/test_browser_book.py),
 each "先想一想" question on screen before its answer (the experiment's output and the <details> answer
 are reveal fragments), training progress bars as their final text, and each lesson's 面试要点 as its
 summary slide. What does not fit goes to the slide's speaker notes (press S). Only the executed copy
@@ -19,9 +19,9 @@ import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from slide_cuts import (cut_prose, cut_row, next_input_height, point_to_figures, sentences,  # noqa: E402,F401
-                        split_answer, split_table, without_commits)
+                        short_list_items, split_answer, split_table, without_commits)
 from slide_model import (ANSWER, CODE_CUT, CODE_HEAD, CODE_LINE, CODE_PAD, FENCED_WIDTH, OUTPUT_CUT, OUTPUT_MAX,  # noqa: E402
-                         PREDICT_TAG, QUESTION, SLIDE_CODE, SLIDE_PROSE, SLIDE_ROOM, SLIDE_TEXT, SUMMARY_HEADING,
+                         PREDICT_TAG, QUESTION, SLIDE_CODE, SLIDE_LIST, SLIDE_PROSE, SLIDE_ROOM, SLIDE_TEXT, SUMMARY_HEADING,
                          SUMMARY_TITLE, TABLE_MAX, choices_height, code_block_rows, code_head, code_lines, join_units, markdown_units,
                          output_chars, output_height, prose_length, shown_code, shows_alone, strip_tags,
                          table_height, text_chars, unit_height, unit_prose, unit_text, visible_prose)
@@ -47,7 +47,7 @@ class SlideLayout:
         self.notes: list[str] = []                 # the current slide's speaker notes
         self.title = ""                            # the current section's heading
         self.next_type: str | None = "slide"       # slide_type of the current slide's first cell
-        self.prose, self.lines, self.height = 0.0, 0, 0.0
+        self.prose, self.lines, self.height, self.listed = 0.0, 0, 0.0, 0.0   # listed: short lists' prose
         self.text = 0                              # characters on screen (SLIDE_TEXT)
         self.texts: list[int] = []                 # the characters of each slide made
         self.content = False                       # anything but its title on the current slide
@@ -56,8 +56,8 @@ class SlideLayout:
         self.first = 0                             # index in self.cells of the current slide's first cell
 
     # -- the current slide
-    def fits(self, prose: float = 0, code: int = 0, height: float = 0, text: int = 0) -> bool:
-        return (self.prose + prose <= SLIDE_PROSE and self.lines + code <= SLIDE_CODE
+    def fits(self, prose: float = 0, code: int = 0, height: float = 0, text: int = 0, listed: float = 0) -> bool:
+        return (self.prose + prose <= SLIDE_PROSE and self.lines + code <= SLIDE_CODE and self.listed + listed <= SLIDE_LIST
                 and self.height + height <= SLIDE_ROOM and self.text + text <= SLIDE_TEXT)
 
     def started(self) -> bool:
@@ -72,7 +72,7 @@ class SlideLayout:
             self.finish()
         self.first = len(self.cells)
         self.prose, self.lines, self.height, self.content = 0.0, 0, 0.0, False
-        self.text = 0
+        self.text, self.listed = 0, 0.0
         self.next_type = kind
         self.fresh_after = False
         if title is None and self.title:
@@ -86,9 +86,10 @@ class SlideLayout:
             self.sizes.append((self.prose, self.lines, self.height))
             self.texts.append(self.text)
 
-    def take(self, kind: str, text: str, content: bool = True) -> None:
+    def take(self, kind: str, text: str, content: bool = True, listed: bool = False) -> None:
         self.units.append((kind, text))
-        self.prose += unit_prose(kind, text)
+        self.listed += unit_prose(kind, text) if listed else 0
+        self.prose += 0 if listed else unit_prose(kind, text)
         self.text += unit_text(kind, text)
         self.lines += code_lines(kind, text)
         self.height += unit_height(kind, text)
@@ -140,7 +141,8 @@ class SlideLayout:
 
     # -- markdown
     def markdown(self, source: str, question_ahead: float = 0) -> None:
-        for kind, text in markdown_units(source):
+        short = short_list_items(units := markdown_units(source))
+        for i, (kind, text) in enumerate(units):
             if kind == "heading":
                 level = len(text) - len(text.lstrip("#"))
                 title = text.lstrip("#").strip()
@@ -153,6 +155,11 @@ class SlideLayout:
                     self.take(kind, text, content=False)
                     continue
             self.before_content()
+            if i in short:             # an item of a short list: its prose counts apart (SLIDE_LIST)
+                if not self.fits(0, 0, unit_height(kind, text), unit_text(kind, text), unit_prose(kind, text)) and self.started():
+                    self.overflow()
+                self.take(kind, text, listed=True)
+                continue
             prose, height = unit_prose(kind, text), unit_height(kind, text)
             extra = question_ahead if kind == "para" and QUESTION.match(text) else 0
             if not self.fits(prose, code_lines(kind, text), height + extra, unit_text(kind, text)):
@@ -346,10 +353,7 @@ SETUP_BANNER = "normlab: 随机种子 seed ="
 
 def output_text(out) -> str:
     """An output as plain text (for the speaker notes)."""
-    if out.get("output_type") == "stream":
-        text = out.get("text", "")
-    else:
-        text = out.get("data", {}).get("text/plain", "")
+    text = out.get("text", "") if out.get("output_type") == "stream" else out.get("data", {}).get("text/plain", "")
     return "".join(text) if isinstance(text, list) else text
 
 

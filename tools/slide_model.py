@@ -12,6 +12,9 @@ import math
 import re
 
 SLIDE_PROSE = 150     # visible prose per slide: a Chinese character counts 1, any other visible one 1/2
+# A list of short items (each <= SHORT_ITEM: a lesson's questions) is scanned, not read: its prose counts
+# apart, at most SLIDE_LIST a slide (issue 36; tools/slide_cuts.py short_list_items); height still limits it.
+SHORT_ITEM, SLIDE_LIST = 70, 200
 SLIDE_CODE = 15       # lines of code per slide
 SLIDE_TEXT = 800      # characters (not spaces) a slide shows in all: prose, code, outputs, opened answers
 CODE_HEAD = 12        # a longer code cell shows its first lines and CODE_CUT; the full code goes to the notes

@@ -139,18 +139,26 @@ def static_grid(image_shape: Sequence[int] = (3, 4, 2, 2), text_shape: Sequence[
     if unknown or not norms:
         raise ValueError(f"norms 应取自 {NORMS}（至少一个），实际收到 {list(norms)}。(unknown norm)")
     wide = len(norms) > 2       # the overview of every norm: two norms a row (a 16:9 slide's shape, issue 36)
-    rows = -(-len(norms) // 2) if wide else len(norms)
-    fig, axes = plt.subplots(rows, 4 if wide else 2, figsize=(17, 2.75 * rows + 0.7) if wide else (12, 2.5 * rows + 1.2),
-                             layout="constrained", squeeze=False)
-    for ax in axes.flat[2 * len(norms):]:
-        ax.set_axis_off()
+    if wide:                    # each norm a subfigure titled with its name; its two panels say the layout
+        rows = -(-len(norms) // 2)
+        fig = plt.figure(figsize=(13, 1.85 * rows + 0.5), layout="constrained")
+        subs = fig.subfigures(rows, 2, squeeze=False).flat
+        axes = [sub.subplots(1, 2) for sub in subs]
+        for sub, norm in zip(fig.subfigs, norms):
+            sub.suptitle(LABELS[norm], fontsize=15)
+        for sub in fig.subfigs[len(norms):]:
+            for ax in sub.axes:
+                ax.set_axis_off()
+    else:
+        fig, axes = plt.subplots(len(norms), 2, figsize=(12, 2.5 * len(norms) + 1.2), layout="constrained", squeeze=False)
     for i, norm in enumerate(norms):
         for j, layout in enumerate(LAYOUTS):
             ids = groups(norm, shapes[layout], layout, num_groups)
             a0, a1, a2 = AXES[layout]
             kind = "图像 image" if layout == "image" else "文本 text"
             g = f"G={num_groups}, " if norm == "groupnorm" else ""
-            draw_blocks(axes[i // 2, 2 * (i % 2) + j] if wide else axes[i, j], ids, layout, cells[layout], fontsize=11,
-                        title=f"{LABELS[norm]}\n{kind} ({a0}, {a1}, {a2}) · {g}{int(ids.max()) + 1} 组统计量")
-    fig.suptitle("每种归一化：蓝色格子共用红框格子的均值和方差；黑线分开不同的组", fontsize=14)
+            title = (f"{kind} · {g}{int(ids.max()) + 1} 组" if wide else
+                     f"{LABELS[norm]}\n{kind} ({a0}, {a1}, {a2}) · {g}{int(ids.max()) + 1} 组统计量")
+            draw_blocks(axes[i][j], ids, layout, cells[layout], fontsize=13 if wide else 11, title=title)
+    fig.suptitle("每种归一化：蓝色格子共用红框格子的均值和方差；黑线分开不同的组", fontsize=16 if wide else 14)
     return fig
