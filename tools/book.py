@@ -44,17 +44,18 @@ VENDOR = ROOT / "book" / "vendor"
 THEME_JS = 'if (!document.documentElement.dataset.mode) { document.documentElement.dataset.mode = "light"; }\n'
 
 
-# Pages of the book that are not notebooks, after the lessons: the glossary. The instructor guide holds
+# Pages of the book that are not notebooks, after the lessons: the glossary and the evidence tables (each
+# lesson's table folded until after the lesson: it states the conclusions). The instructor guide holds
 # every answer (the 先想一想 answers, the exercises' mistakes) and the guide suggests handing the book to
 # students: it is only in the teacher build (``book --teacher``, its own folder), never in the learners' book.
-EXTRA_PAGES = ("glossary.md",)
+EXTRA_PAGES = ("glossary.md", "evidence.md")
 TEACHER_PAGES = ("instructor.md",)
 TEACHER_OUT = ROOT / "build" / "book_teacher"
 TEACHER_SRC = ROOT / "build" / "book_teacher_src"
 
 
 def book_pages(teacher: bool = False) -> tuple[str, ...]:
-    """The book's pages after the lessons: the learners' book has the glossary only."""
+    """The book's pages after the lessons: the learners' book has the glossary and the evidence tables."""
     return EXTRA_PAGES + (TEACHER_PAGES if teacher else ())
 
 
