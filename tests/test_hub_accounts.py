@@ -203,7 +203,7 @@ def _exists(name: str) -> bool:
 
 def _uid_of(proc: Path) -> int | None:
     try:
-        line = next(x for x in (proc / "status").read_text().splitlines() if x.startswith("Uid:"))
+        line = next(x for x in (proc / "status").read_text(encoding="utf-8").splitlines() if x.startswith("Uid:"))
         return int(line.split()[1])
     except (OSError, StopIteration, ValueError):
         return None

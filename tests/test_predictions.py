@@ -114,7 +114,7 @@ WORDED_DIFFERENTLY = {
 RECORDED = {
     "pre-ln-stream": [("stream.pre_24_over_1", 2, 3.0001)],
     "top-ffn-grad": [("xiong.post_over_pre_l6", 2, 10)],
-    "skip-layer": [("width.skip_pre_l3_6_max", 1, 10), ("width.skip_post_median", 10, 100)],
+    "skip-layer": [("width.skip_pre_l3_6_max", 1, 10), ("width.skip_post_median", 10, 1000)],
     "qk-logit": [("qk.none_big_over_small_lr", 10, 100)],
 }
 

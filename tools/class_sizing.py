@@ -32,7 +32,7 @@ def server_rss_mb(state_dir: Path) -> list[float]:
         try:
             cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
             if "singleuser" in cmd and "ipykernel" not in cmd and os.readlink(proc / "cwd").startswith(root):
-                rss = next(line for line in (proc / "status").read_text().splitlines() if line.startswith("VmRSS"))
+                rss = next(line for line in (proc / "status").read_text(encoding="utf-8").splitlines() if line.startswith("VmRSS"))
                 out.append(round(int(rss.split()[1]) / 1024, 1))
         except (OSError, StopIteration, ValueError):
             pass
