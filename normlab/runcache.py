@@ -34,9 +34,12 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from .record import code_only
 
 VARIABLE = "NORMLAB_RUN_CACHE"      # "record:DIR" (solution copy) or "replay:DIR" (learner copy)
 LOG = "replays.log"                 # one line per replayed call: seconds saved, the call's desc
@@ -75,9 +78,18 @@ def track() -> None:
     track.done = True
 
 
+# A prompt's choice cell draws a widget and computes nothing; the learner copy awaits it, the solution copy does not.
+_CHOICE_CELL = re.compile(r'from normlab\.widgets import predict\n(?:await )?predict\.ask\("\w+", "[\w.-]+"\)')
+
+
 def cell(source: str) -> None:
-    """A cell starts: the program so far grows by its source, and its calls count from 0."""
-    _cells.update(hashlib.sha256(source.encode("utf-8")).digest())
+    """A cell starts: the program so far grows by its code (record.code_only: comments do not run, so the
+    learner copy's collapsed cells, which open with a comment line, are the solution copy's program), and its
+    calls count from 0. A prompt's choice cell counts as an empty cell in both copies."""
+    code = code_only(source)
+    if _CHOICE_CELL.fullmatch(code):
+        code = ""
+    _cells.update(hashlib.sha256(code.encode("utf-8")).digest())
     _current[:] = [_cells.hexdigest(), 0]
 
 

@@ -148,8 +148,22 @@ def test_nothing_is_replayed_after_a_cell_that_differs(kernel):
     kernel("record")
     program("digits_net")
     kernel("replay")
-    program("digits_net", first_cell="import normlab\nnormlab.setup()\n# a learner's edit")
+    program("digits_net", first_cell="import normlab\nnormlab.setup()\nx = 1  # a learner's edit")
     assert replays(kernel.folder) == []
+
+
+def test_comments_and_a_prompts_choice_cell_are_not_the_program(kernel):
+    """The learner copy's collapsed cells open with a comment line and its choice cells await the widget
+    (``await predict.ask(...)``) where the solution copy's do not: neither computes anything, so the
+    training after them is the solution copy's and is replayed (a code edit is not: the test above)."""
+    ask = 'from normlab.widgets import predict\npredict.ask("01", "depth-std")'
+    kernel("record")
+    runcache.cell(ask)
+    program("digits_net")
+    kernel("replay")
+    runcache.cell("# 先想一想 (predict first)：选一个预测。\nfrom normlab.widgets import predict\nawait predict.ask(\"01\", \"depth-std\")")
+    program("digits_net", first_cell="# 这一格的代码在你预测之后展开\nimport normlab\nnormlab.setup()  # set-up")
+    assert len(replays(kernel.folder)) == 1
 
 
 def test_a_learners_own_class_of_the_same_name_is_not_replayed(kernel):
