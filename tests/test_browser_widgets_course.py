@@ -45,6 +45,10 @@ def test_book_widgets_work_with_no_kernel(browser, site_url, artifacts, via):
     for path in pages:
         url = path.as_uri() if via == "file" else f"{site_url}/notebooks/{path.name}"
         problems, page = tab.visit(url), tab.page
+        # a reader guesses first: the learners' book shows a prompt's experiment (a widget among it) after a
+        # pick (issue 40; tests/test_browser_book_lock.py checks the lock itself)
+        page.evaluate("() => document.querySelectorAll('.nl-pr-ask[data-key]').forEach("
+                      "a => a.querySelector('.nl-pr-option').click())")
         boxes = real_widgets(page)
         assert boxes, f"{path.stem}: no widget rendered"
         assert not page.locator(".normlab-web-failed").count(), page.locator(".normlab-web-failed").first.inner_text()

@@ -3,6 +3,8 @@ keeps the learner's answers, the torch build is chosen for the machine, pip's co
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
 import importlib.util
 import json
@@ -172,7 +174,6 @@ def find_all(text: str, what: str) -> list[int]:
 def in_a_terminal(port: int, token: str, command: str, timeout: float = 90) -> str:
     """What a Terminal of the JupyterLab on `port` shows after `command` (through jupyter_server's
     REST API, POST /api/terminals, and the terminal's websocket, as JupyterLab's Terminal uses them)."""
-    from tornado.ioloop import IOLoop
     from tornado.websocket import websocket_connect
 
     req = urllib.request.Request(f"http://127.0.0.1:{port}/api/terminals", data=b"", method="POST",
@@ -192,8 +193,9 @@ def in_a_terminal(port: int, token: str, command: str, timeout: float = 90) -> s
             seen += rest[0] if kind == "stdout" else ""
         ws.close()
         return seen
-    try:
-        return IOLoop.current().run_sync(talk, timeout=timeout + 10)
+    try:   # a loop of its own in a thread of its own: this worker's thread may hold Playwright's running loop
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            return pool.submit(asyncio.run, asyncio.wait_for(talk(), timeout + 10)).result()
     finally:
         req = urllib.request.Request(f"http://127.0.0.1:{port}/api/terminals/{name}", method="DELETE",
                                      headers={"Authorization": f"token {token}"})
