@@ -126,7 +126,8 @@ def test_the_printed_drill_command_works_from_a_plain_shell_in_another_folder(tm
     (tmp_path / "my_ln.py").write_text((ROOT / "tests" / "drill_corpus" / "ln_textbook_two_pass.py")
                                        .read_text(encoding="utf-8"), encoding="utf-8")
     env = dict(plain_shell_env(), NORMLAB_DRILLS_FILE=str(tmp_path / "progress.json"))
-    prog = f"python3 {ROOT / 'run.py'} drills"
+    prog = load_run().drills_prog(cwd=tmp_path)   # what the checker prints: run.py's path, quoted where it has a space
+    assert str(ROOT / "run.py") in prog
     check = subprocess.run(f"{prog} layernorm my_ln.py", shell=True, cwd=tmp_path, env=env, capture_output=True,
                            text=True, encoding="utf-8", timeout=300)
     assert check.returncode == 0 and "面试级 ✓" in check.stdout, check.stdout + check.stderr
