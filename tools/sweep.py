@@ -255,6 +255,8 @@ def main(argv: list[str]) -> int:
                     help="measure this key with tools/seed_probes.py, after checking it against the notebook run up to the "
                          "key's cell on --verify seeds, e.g. --probe multi.max_rise --seeds 1000-1049")
     ap.add_argument("--verify", default="0", help="seeds on which --probe must reproduce the notebook")
+    ap.add_argument("--workers", type=int, default=2,
+                    help="one-thread runs at a time (1 leaves a core free on a shared 2-core machine)")
     ap.add_argument("--rethreshold", action="store_true",
                     help="only thresholds moved (record.cell_fingerprints unchanged): take them into the record, run nothing")
     args = ap.parse_args(argv)
@@ -305,7 +307,7 @@ def main(argv: list[str]) -> int:
     t0 = time.time()
     single = [j for j in jobs if j[2] == 1]
     multi = [j for j in jobs if j[2] != 1]
-    with ThreadPoolExecutor(max_workers=2) as pool:          # one thread each, two at a time
+    with ThreadPoolExecutor(max_workers=args.workers) as pool:   # one thread each, two at a time by default
         for stem, r, extra in pool.map(go, single):
             (extra_results if extra else results)[stem].append(r)
     for job in multi:                                        # more threads: one at a time
