@@ -176,7 +176,8 @@ def test_both_deployment_recipes_run_the_service_with_its_file_on_a_lasting_disk
     finally:
         del os.environ["NORMLAB_USER_ENV"], os.environ["NORMLAB_CLASSROOM"]
     svc, env, _ = _service(c)
-    assert svc["command"][-2:] == ["--db", "/srv/normlab/classroom.sqlite"] and env["OMP_NUM_THREADS"] == "1"
+    assert svc["command"][-4:] == ["--db", "/srv/normlab/classroom.sqlite", "--decks", "/srv/normlab/slides"]
+    assert env["OMP_NUM_THREADS"] == "1"
     values = yaml.safe_load((ROOT / "deploy" / "z2jh" / "values.yaml").read_text(encoding="utf-8"))
     c = _load(values["hub"]["extraConfig"]["normlab-classroom"])
     svc, env, scopes = _service(c, "KubeSpawner")

@@ -55,8 +55,26 @@ def available() -> str | None:
     return None
 
 
-CONFIG = '''\
-import sys
+def one_user_hub_or_skip(pytest) -> None:
+    """For a test's one-user hub: pytest.skip with the reason where no hub can start here (pytest.fail under
+    CI, whose 'test' extra installs jupyterhub and its proxy), and where the tests run as root, whose
+    real-account hub (tools/hub_accounts.py, tests/test_hub_accounts.py) makes the same checks."""
+    import hub_accounts
+
+    why = available()
+    if why:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI installs jupyterhub and its proxy (the 'test' extra), but: {why}")
+        pytest.skip(why)
+    if hub_accounts.why_not() is None:
+        pytest.skip("as root the real-account hub (tests/test_hub_accounts.py) makes these checks; "
+                    "this one-user hub is for machines without root")
+
+
+# Every test hub: addresses, state files, the login (JupyterHub's DummyAuthenticator: one shared password,
+# TESTS ONLY), and the test's own service token (it adds learners, starts their servers, makes tokens,
+# puts a teacher into a group as the admin page does).
+BASE_CONFIG = '''\
 c = get_config()  # noqa
 c.JupyterHub.ip = "127.0.0.1"
 c.JupyterHub.port = {port}
@@ -65,7 +83,7 @@ c.JupyterHub.hub_port = {hub_port}
 c.JupyterHub.db_url = "sqlite:///{state}/jupyterhub.sqlite"
 c.JupyterHub.cookie_secret_file = "{state}/cookie_secret"
 c.JupyterHub.pid_file = "{state}/hub.pid"
-c.JupyterHub.cleanup_servers = False            # a hub restart leaves learners' servers (and kernels) running
+c.JupyterHub.cleanup_servers = False            # as TLJH: a hub restart leaves learners' servers (and kernels) running
 c.ConfigurableHTTPProxy.command = ["{bin}/configurable-http-proxy"]
 c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_api_port}"
 c.ConfigurableHTTPProxy.auth_token = "{proxy_token}"
@@ -73,6 +91,16 @@ c.ConfigurableHTTPProxy.should_start = True
 c.JupyterHub.authenticator_class = "dummy"      # TESTS ONLY: one shared password
 c.DummyAuthenticator.password = "{password}"
 c.Authenticator.allow_all = True
+c.Spawner.start_timeout = 120
+c.Spawner.http_timeout = 120
+c.JupyterHub.services = [{{"name": "normlab-test", "api_token": "{service_token}"}}]
+c.JupyterHub.load_roles = [{{"name": "normlab-test", "services": ["normlab-test"],
+                            "scopes": ["admin:users", "admin:servers", "tokens", "list:users", "read:users", "groups"]}}]
+'''
+
+# The one-user hub's spawner: every learner's server runs as the hub's own OS user, from the course's venv.
+ONE_USER_CONFIG = '''\
+import sys
 c.JupyterHub.spawner_class = "simple"           # TESTS ONLY: every learner is the same OS user
 c.SimpleLocalProcessSpawner.home_dir_template = "{homes}/{{username}}"
 c.Spawner.cmd = ["{bin}/jupyterhub-singleuser"]
@@ -80,13 +108,11 @@ c.Spawner.args = ["--allow-root"]
 c.Spawner.notebook_dir = "{homes}/{{username}}/{workspace}"
 c.Spawner.default_url = "/lab/tree/00_course_map.ipynb"
 c.Spawner.environment = {kernel_env!r}
-c.Spawner.start_timeout = 60
-c.Spawner.http_timeout = 60
 
 
 async def init_workspace(spawner):
-    """Each learner's own copy of the course, written before their server starts (never overwrites).
-    A coroutine, so the hub keeps answering other learners while it runs."""
+    \"\"\"Each learner's own copy of the course, written before their server starts (never overwrites).
+    A coroutine, so the hub keeps answering other learners while it runs.\"\"\"
     import asyncio
     home = spawner.home_dir
     proc = await asyncio.create_subprocess_exec(
@@ -97,9 +123,6 @@ async def init_workspace(spawner):
 
 
 c.Spawner.pre_spawn_hook = init_workspace
-c.JupyterHub.services = [{{"name": "normlab-test", "api_token": "{service_token}"}}]
-c.JupyterHub.load_roles = [{{"name": "normlab-test", "services": ["normlab-test"],
-                            "scopes": ["admin:users", "admin:servers", "tokens", "list:users", "read:users"]}}]
 '''
 
 
@@ -120,11 +143,16 @@ class Hub:
         (self.state / "jupyterhub_config.py").write_text(self.config(), encoding="utf-8")
 
     def config(self) -> str:
-        """The hub's jupyterhub_config.py (tests/test_hub_accounts.py's hub writes its own)."""
-        return CONFIG.format(
+        """The hub's jupyterhub_config.py: BASE_CONFIG, then how it spawns (spawner_config)."""
+        return BASE_CONFIG.format(
             port=self.port, hub_port=self.hub_port, proxy_api_port=self.proxy_api_port, state=self.state,
-            bin=VENV_BIN, python=sys.executable, password=PASSWORD, homes=self.homes, workspace=WORKSPACE,
-            kernel_env=KERNEL_ENV, proxy_token=self.proxy_token, service_token=self.service_token)
+            bin=VENV_BIN, password=PASSWORD, proxy_token=self.proxy_token,
+            service_token=self.service_token) + self.spawner_config()
+
+    def spawner_config(self) -> str:
+        """The one-user spawner (tools/hub_accounts.py's hub spawns as each learner's own account)."""
+        return ONE_USER_CONFIG.format(bin=VENV_BIN, python=sys.executable, homes=self.homes, workspace=WORKSPACE,
+                                      kernel_env=KERNEL_ENV)
 
     # ------------------------------------------------------------------------------- lifecycle
     def start(self) -> "Hub":
@@ -215,14 +243,22 @@ class Hub:
         self.api("POST", f"/users/{name}")
 
     def start_server(self, name: str, timeout: float = 90.0) -> None:
-        self.api("POST", f"/users/{name}/server")
+        self.start_servers([name], timeout)
+
+    def start_servers(self, names, timeout: float = 90.0) -> None:
+        """Start these learners' servers at once (as a class logging in together) and wait for all of them."""
+        waiting = list(names)
+        for name in waiting:
+            self.api("POST", f"/users/{name}/server")
         deadline = time.time() + timeout
-        while time.time() < deadline:
-            status, user = self.api("GET", f"/users/{name}")
-            if status == 200 and (user.get("servers", {}).get("", {}) or {}).get("ready"):
-                return
+        while waiting and time.time() < deadline:
+            for name in list(waiting):
+                status, user = self.api("GET", f"/users/{name}")
+                if status == 200 and (user.get("servers", {}).get("", {}) or {}).get("ready"):
+                    waiting.remove(name)
             time.sleep(0.3)
-        raise HubDidNotStart(f"{name}'s server did not become ready in {timeout:.0f} s:\n{self.log_tail()}")
+        if waiting:
+            raise HubDidNotStart(f"{', '.join(waiting)}: server not ready in {timeout:.0f} s:\n{self.log_tail()}")
 
     def stop_server(self, name: str, timeout: float = 60.0) -> None:
         self.api("DELETE", f"/users/{name}/server")

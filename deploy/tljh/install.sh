@@ -10,6 +10,9 @@
 # refuses to run from a copy other accounts can read. Learners get the wheel, which carries none.
 # Each step is idempotent. TLJH_PREFIX (default /opt/tljh) is for tests only.
 set -eu
+# Every Python this script runs (pip, the course's init) in UTF-8 mode, whatever the admin's locale (a GBK
+# terminal): file names and the course's text stay UTF-8.
+export PYTHONUTF8=1
 TLJH=${TLJH_PREFIX:-/opt/tljh}
 USER_ENV=$TLJH/user/bin
 REPO=$(cd "$(dirname "$0")/../.." && pwd)

@@ -38,11 +38,15 @@ c.Spawner.environment = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHON
 # ---- The class service (issue 39): live prediction polls and the teacher's view. Its configuration is
 # written by the course itself (normlab/classroom/hubconfig.py); its SQLite file stays on the server's
 # disk across restarts. Teachers: members of the hub group "normlab-teachers" (the hub's admin page).
+# The lecture decks with the class's bars: the built slides (`python3 run.py slides` -> build/slides/)
+# copied to /srv/normlab/slides (NORMLAB_CLASSROOM_DECKS elsewhere).
 # On where TLJH is installed (/opt/tljh), or wherever NORMLAB_CLASSROOM=on; NORMLAB_CLASSROOM=off turns it off.
 import subprocess  # noqa: E402
 
 if os.environ.get("NORMLAB_CLASSROOM", "on" if os.path.isdir("/opt/tljh") else "off") == "on":
     exec(subprocess.run([f"{USER_ENV}/python", "-m", "normlab.classroom.hubconfig", "--python", f"{USER_ENV}/python",
-                         "--db", os.environ.get("NORMLAB_CLASSROOM_DB", "/srv/normlab/classroom.sqlite")],
-                        check=True, capture_output=True, text=True).stdout)
+                         "--db", os.environ.get("NORMLAB_CLASSROOM_DB", "/srv/normlab/classroom.sqlite"),
+                         "--decks", os.environ.get("NORMLAB_CLASSROOM_DECKS", "/srv/normlab/slides")],
+                        check=True, capture_output=True, text=True, encoding="utf-8",
+                        env=dict(os.environ, PYTHONUTF8="1")).stdout)
 # ---- end of the class service ----
