@@ -91,7 +91,7 @@ def guess_in_kernel(hub, name, lesson, pid, choice) -> str:
             f"import os; assert os.environ.get('JUPYTERHUB_API_TOKEN') and os.environ.get('NORMLAB_CLASSROOM_URL')\n"
             f"predictions.save_guess({lesson!r}, {pid!r}, {choice!r})\n"
             f"print('FLUSHED', client.flush(15), client.status())")
-    out = hub.run_code(name, hub.tokens[name], code, timeout=60)
+    out = hub.run_code(name, hub.tokens[name], code, timeout=60, keep=True)    # the learner's open notebook
     assert out["error"] is None, out
     return out["stdout"]
 
@@ -259,7 +259,8 @@ def widget_state_in_kernel(hub, name, lesson, pid) -> dict:
     import json
 
     out = hub.run_code(name, hub.tokens[name], f"import json\nfrom normlab.widgets import predict\n"
-                       f"w = predict.Ask({lesson!r}, {pid!r})\nprint('STATE', json.dumps(w.get_state(['spec', 'classroom'])))")
+                       f"w = predict.Ask({lesson!r}, {pid!r})\nprint('STATE', json.dumps(w.get_state(['spec', 'classroom'])))",
+                       keep=True)
     assert out["error"] is None, out
     return json.loads(out["stdout"].split("STATE ", 1)[1])
 

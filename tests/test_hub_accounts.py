@@ -134,16 +134,18 @@ def test_the_server_start_writes_each_learners_workspace_as_theirs_and_private(h
 
 
 def peek_cell(name: str, others: list[Path], wait: float = 60.0) -> str:
-    """A learner's own kernel, after lesson 00: write their drill answer, check it (the drills CLI writes
-    ~/.normlab/drills.json), save a guess (~/.normlab/predictions.json); then try to open() each of the
-    other paths. An attempt counts once it is refused (PermissionError) or succeeds; a missing path is
-    retried (another learner may not have written it yet) until `wait`, then reported as missing."""
+    """A learner's own kernel, after lesson 00: write their drill answer, check it (the drills command's
+    main, which writes ~/.normlab/drills.json), save a guess (~/.normlab/predictions.json); then try to
+    open() each of the other paths. An attempt counts once it is refused (PermissionError) or succeeds; a
+    missing path is retried (another learner may not have written it yet) until `wait`, then reported as
+    missing."""
     card, source, _ = SUBMISSIONS[name]
     return f'''
-import json, os, pathlib, subprocess, sys, time
+import json, os, pathlib, time
 os.chdir(os.path.expanduser("~/normlab-course"))
 pathlib.Path("my_{card}.py").write_text({source!r}, encoding="utf-8")
-r = subprocess.run([sys.executable, "-m", "normlab.drills", "{card}", "my_{card}.py"], capture_output=True)
+from normlab.drills.__main__ import main as drills      # `python -m normlab.drills CARD FILE`, in this kernel
+drill = drills(["{card}", "my_{card}.py"])
 from normlab import predictions
 e = predictions.entries("03")[0]
 predictions.save_guess("03", e["id"], e["keys"][0])
@@ -164,7 +166,7 @@ for path in {[str(p) for p in others]!r}:
                 continue
             seen[path] = "missing"
         break
-print("DRILL", r.returncode)
+print("DRILL", drill)
 print("RESULT", json.dumps(seen, ensure_ascii=False))
 '''
 
@@ -187,7 +189,7 @@ def test_learners_run_lesson_00_and_a_drill_at_once_and_cannot_open_each_others_
                            h / ".normlab/drills.json", h / ".normlab/predictions.json"]
         others += [solutions / "01_residuals.ipynb", solutions]
         cells = hubtool.lesson_cells(hub.home(name), "00_course_map.ipynb") + [peek_cell(name, others)]
-        return hub.run_code(name, hub.tokens[name], cells)
+        return hub.run_code(name, hub.tokens[name], cells, keep=True)       # (the class service's tests go on in it)
 
     with ThreadPoolExecutor(len(LEARNERS)) as pool:
         results = dict(zip(LEARNERS, pool.map(learner, LEARNERS)))

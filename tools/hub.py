@@ -140,6 +140,7 @@ class Hub:
         self.log_path = self.state / "hub.log"
         self.proxy_token = secrets.token_hex(16)
         self.env: dict[str, str] = {}                   # more environment for the hub (a subclass's)
+        self.kernels: dict[str, str] = {}               # a learner's kernel kept by run_code(keep=True)
         (self.state / "jupyterhub_config.py").write_text(self.config(), encoding="utf-8")
 
     def config(self) -> str:
@@ -261,6 +262,7 @@ class Hub:
             raise HubDidNotStart(f"{', '.join(waiting)}: server not ready in {timeout:.0f} s:\n{self.log_tail()}")
 
     def stop_server(self, name: str, timeout: float = 60.0) -> None:
+        self.kernels.pop(name, None)
         self.api("DELETE", f"/users/{name}/server")
         deadline = time.time() + timeout
         while time.time() < deadline:
@@ -291,19 +293,23 @@ class Hub:
         return self.homes / name
 
     # ------------------------------------------------------------------------------- a learner's kernel
-    def run_code(self, name: str, token: str, cells: str | list[str], timeout: float = 600.0) -> dict:
+    def run_code(self, name: str, token: str, cells: str | list[str], timeout: float = 600.0,
+                 keep: bool = False) -> dict:
         """Start a kernel on `name`'s server (their REST API, their token), run `cells` one after another
         through the kernel's websocket (as JupyterLab's Run All does; stop at the first error), shut the
-        kernel down. Returns {"stdout", "error", "seconds"}."""
+        kernel down. Returns {"stdout", "error", "seconds"}. With keep=True the kernel stays, and the next
+        run_code(keep=True) of `name` runs in it (a learner's notebook left open: no second start)."""
         import requests
         import websocket
 
         cells = [cells] if isinstance(cells, str) else list(cells)
         base = f"{self.url}/user/{name}/api"
         headers = {"Authorization": f"token {token}"}
-        r = requests.post(f"{base}/kernels", json={"name": "python3"}, headers=headers, timeout=60)
-        assert r.status_code in (200, 201), (r.status_code, r.text[:300])
-        kernel = r.json()["id"]
+        kernel = self.kernels.get(name) if keep else None
+        if kernel is None:
+            r = requests.post(f"{base}/kernels", json={"name": "python3"}, headers=headers, timeout=60)
+            assert r.status_code in (200, 201), (r.status_code, r.text[:300])
+            kernel = r.json()["id"]
         for attempt in range(3):        # a busy machine: the proxy may time out the handshake (599)
             try:
                 ws = websocket.create_connection(
@@ -321,7 +327,10 @@ class Hub:
                     break
         finally:
             ws.close()
-            requests.delete(f"{base}/kernels/{kernel}", headers=headers, timeout=30)
+            if keep:
+                self.kernels[name] = kernel
+            else:
+                requests.delete(f"{base}/kernels/{kernel}", headers=headers, timeout=30)
         return {"stdout": "".join(out), "error": error, "seconds": time.time() - t0}
 
     @staticmethod

@@ -158,7 +158,8 @@ class AccountsHub(hubtool.Hub):
         self.db, self.decks = self.state / "classroom.sqlite", self.state / "decks"
         self.decks.mkdir(exist_ok=True)
         self.env = {"NORMLAB_USER_ENV": str(user_env), "PYTHONPATH": str(ROOT), "NORMLAB_CLASSROOM": "on",
-                    "NORMLAB_CLASSROOM_DB": str(self.db), "NORMLAB_CLASSROOM_DECKS": str(self.decks)}
+                    "NORMLAB_CLASSROOM_DB": str(self.db), "NORMLAB_CLASSROOM_DECKS": str(self.decks),
+                    "NORMLAB_CLASSROOM_PORT": str(hubtool.free_port())}     # another test run may hold 10101
 
     def spawner_config(self) -> str:
         return ('c.JupyterHub.spawner_class = "localprocess"     # the real spawner: each server runs as its learner\n'

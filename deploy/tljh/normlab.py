@@ -39,14 +39,16 @@ c.Spawner.environment = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHON
 # written by the course itself (normlab/classroom/hubconfig.py); its SQLite file stays on the server's
 # disk across restarts. Teachers: members of the hub group "normlab-teachers" (the hub's admin page).
 # The lecture decks with the class's bars: the built slides (`python3 run.py slides` -> build/slides/)
-# copied to /srv/normlab/slides (NORMLAB_CLASSROOM_DECKS elsewhere).
+# copied to /srv/normlab/slides (NORMLAB_CLASSROOM_DECKS elsewhere). The service listens on 127.0.0.1:10101
+# (NORMLAB_CLASSROOM_PORT if that port is taken).
 # On where TLJH is installed (/opt/tljh), or wherever NORMLAB_CLASSROOM=on; NORMLAB_CLASSROOM=off turns it off.
 import subprocess  # noqa: E402
 
 if os.environ.get("NORMLAB_CLASSROOM", "on" if os.path.isdir("/opt/tljh") else "off") == "on":
     exec(subprocess.run([f"{USER_ENV}/python", "-m", "normlab.classroom.hubconfig", "--python", f"{USER_ENV}/python",
                          "--db", os.environ.get("NORMLAB_CLASSROOM_DB", "/srv/normlab/classroom.sqlite"),
-                         "--decks", os.environ.get("NORMLAB_CLASSROOM_DECKS", "/srv/normlab/slides")],
+                         "--decks", os.environ.get("NORMLAB_CLASSROOM_DECKS", "/srv/normlab/slides"),
+                         "--port", os.environ.get("NORMLAB_CLASSROOM_PORT", "10101")],
                         check=True, capture_output=True, text=True, encoding="utf-8",
                         env=dict(os.environ, PYTHONUTF8="1")).stdout)
 # ---- end of the class service ----
