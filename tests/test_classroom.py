@@ -70,6 +70,22 @@ def test_the_store_is_wal_and_keeps_every_event_across_a_reopen(tmp_path):
     assert [e["choice"] for e in again.record("a")] == ["A", "C"]
 
 
+def test_the_stores_files_are_the_service_accounts_only(tmp_path):
+    """On a class server every learner has a shell: the events of all of them must not be readable by them
+    (issue 39's privacy), whatever the umask. Checked with the umask a root shell has (022)."""
+    old = os.umask(0o022)
+    try:
+        store = Store(tmp_path / "srv" / "normlab" / "classroom.sqlite")
+        store.add("a", events.parse(body(GUESS))[0])
+        files = sorted(store.path.parent.iterdir())
+        assert [f.name for f in files][:1] == ["classroom.sqlite"] and any(f.name.endswith("-wal") for f in files)
+        assert {f.name: oct(f.stat().st_mode & 0o777) for f in files} == {f.name: "0o600" for f in files}
+        assert oct(store.path.parent.stat().st_mode & 0o777) == "0o700"
+        store.close()
+    finally:
+        os.umask(old)
+
+
 def test_a_failed_batch_stores_none_of_it(tmp_path):
     store = Store(tmp_path / "c.sqlite")
     good = events.parse(body(GUESS))[0]

@@ -10,7 +10,8 @@ joins the hub group normlab-teachers as the admin page puts them.
 Checked here: the server start writes each learner's workspace as that learner, owner-only; the three
 learners run lesson 00 and a drill check at once in their own kernels (one wrong answer fails), each
 progress file holds that learner's attempts only; a learner's kernel cannot open() another learner's
-workspace, answer file or ~/.normlab files, nor the teacher's solutions; a learner's terminal has the
+workspace, answer file or ~/.normlab files, nor the teacher's solutions, nor the class service's
+database (the events of everyone, kept where a TLJH server keeps it); a learner's terminal has the
 course's python first (`python -m normlab.drills --help`); cross-learner HTTP is refused (a token, a login
 cookie, and straight to the other server's port); the class service's checks (tests/test_classroom_hub.py's
 tests, collected here to run on this hub); killing the service, restarting the hub and a learner's server
@@ -187,7 +188,7 @@ def test_learners_run_lesson_00_and_a_drill_at_once_and_cannot_open_each_others_
                 others += [h / "normlab-course/", h / "normlab-course/01_residuals.ipynb",
                            h / f"normlab-course/my_{SUBMISSIONS[other][0]}.py", h / ".normlab/",
                            h / ".normlab/drills.json", h / ".normlab/predictions.json"]
-        others += [solutions / "01_residuals.ipynb", solutions]
+        others += [solutions / "01_residuals.ipynb", solutions, hub.db, hub.db.parent]   # and the class's events
         cells = hubtool.lesson_cells(hub.home(name), "00_course_map.ipynb") + [peek_cell(name, others)]
         return hub.run_code(name, hub.tokens[name], cells, keep=True)       # (the class service's tests go on in it)
 
@@ -196,7 +197,7 @@ def test_learners_run_lesson_00_and_a_drill_at_once_and_cannot_open_each_others_
     for name, r in results.items():
         assert r["error"] is None and f"DRILL {SUBMISSIONS[name][2]}" in r["stdout"], (name, r)
         seen = json.loads(r["stdout"].rsplit("RESULT ", 1)[1])
-        assert len(seen) == 2 * 6 + 2 and set(seen.values()) == {"refused"}, (name, seen)
+        assert len(seen) == 2 * 6 + 4 and set(seen.values()) == {"refused"}, (name, seen)
     progress = {}
     for name in LEARNERS:                                     # (what they were refused exists, and is theirs)
         home = hub.home(name)

@@ -155,11 +155,14 @@ def _uid_of(proc: Path) -> int | None:
 
 class AccountsHub(hubtool.Hub):
     """tools/hub.py's hub with the real LocalProcessSpawner and the recipe's own configuration file, the
-    class service on (its database `db`, its lecture decks `decks`)."""
+    class service on: its database `db` where a TLJH server keeps it (/srv/normlab/classroom.sqlite: a
+    folder every account can enter, then the one the service makes), its lecture decks `decks`."""
 
     def __init__(self, state: Path, user_env: Path):
         super().__init__(state)
-        self.db, self.decks = self.state / "classroom.sqlite", self.state / "decks"
+        srv = self.state.parent / "srv"
+        srv.mkdir(mode=0o755, exist_ok=True)
+        self.db, self.decks = srv / "normlab" / "classroom.sqlite", self.state / "decks"
         self.decks.mkdir(exist_ok=True)
         self.env = {"NORMLAB_USER_ENV": str(user_env), "PYTHONPATH": str(ROOT), "NORMLAB_CLASSROOM": "on",
                     "NORMLAB_CLASSROOM_DB": str(self.db), "NORMLAB_CLASSROOM_DECKS": str(self.decks),
