@@ -254,6 +254,7 @@ def test_a_learner_cannot_reach_another_learners_server(hub):
                                 headers={"Authorization": f"token {hub.tokens[b]}"}))     # and b's token on a's
     session = hub.login(a)                                     # a's browser cookie
     assert session.get(f"{hub.url}/user/{a}/lab", timeout=60).status_code == 200
+    assert session.get(f"{hub.url}/user/{a}/api/contents", timeout=30).status_code == 200     # (her own: yes)
     refused.append(session.get(f"{hub.url}/user/{b}/lab", timeout=60))
     refused.append(session.get(f"{hub.url}/user/{b}/api/contents/normlab-course", timeout=30))
     assert all(r.status_code in (403, 404) for r in refused), [(r.url, r.status_code) for r in refused]
