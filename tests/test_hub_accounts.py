@@ -147,7 +147,7 @@ os.chdir(os.path.expanduser("~/normlab-course"))
 pathlib.Path("my_{card}.py").write_text({source!r}, encoding="utf-8")
 from normlab.drills.__main__ import main as drills      # `python -m normlab.drills CARD FILE`, in this kernel
 drill = drills(["{card}", "my_{card}.py"])
-from normlab import predictions
+from normlab.course import predictions
 e = predictions.entries("03")[0]
 predictions.save_guess("03", e["id"], e["keys"][0])
 seen, deadline = {{}}, time.time() + {wait}
