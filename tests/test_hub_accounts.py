@@ -90,10 +90,10 @@ def hub():
         private = base / "root-only"
         private.mkdir(mode=0o700)
         repo = accounts.private_repository(private)
-        said = open(base / "teacher-step.log", "w+b")
-        teacher_step = subprocess.Popen(                        # meanwhile the hub starts and the learners log in
-            ["sh", str(repo / "deploy/tljh/install.sh"), "teacher", "t"], stdout=said, stderr=subprocess.STDOUT, cwd=admin,
-            env=dict(os.environ, HOME=str(admin), TLJH_PREFIX=str(base), NORMLAB_TEACHER_ACCOUNT=TEACHER))
+        with open(base / "teacher-step.log", "wb") as said:    # (the admin's own locale and environment)
+            teacher_step = subprocess.Popen(                    # meanwhile the hub starts and the learners log in
+                ["sh", str(repo / "deploy/tljh/install.sh"), "teacher", "t"], stdout=said, stderr=subprocess.STDOUT,
+                cwd=admin, env=dict(os.environ, HOME=str(admin), TLJH_PREFIX=str(base), NORMLAB_TEACHER_ACCOUNT=TEACHER))
         state = base / "hub"
         state.mkdir(mode=0o700)
         h = accounts.AccountsHub(state, user_env)
