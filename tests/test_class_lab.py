@@ -41,6 +41,8 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import hub as hubtool  # noqa: E402  (tools/hub.py)
 from test_classroom_hub import PREFIX  # noqa: E402
+
+from normlab.course import predictions  # noqa: E402
 from test_hub_accounts import LEARNERS, TEACHER, hub  # noqa: E402,F401  (the real-account hub fixture)
 
 SWITCH = "NORMLAB_CLASS_LAB"
@@ -49,7 +51,9 @@ pytestmark = pytest.mark.skipif(os.environ.get(SWITCH) != "1", reason=(
     "default test run can spare"))
 
 LESSON = "normlab-course/01_residuals.ipynb"       # each learner's own copy (the learner version)
-PICKS = {LEARNERS[0]: "B", LEARNERS[1]: "B", LEARNERS[2]: "A"}   # 01.depth-std's answer is (B)
+PROMPT = predictions.entry("01", "depth-std")                   # 01's first prompt
+ANSWER = PROMPT["answer"]
+PICKS = dict(zip(LEARNERS, (ANSWER, ANSWER, next(k for k in PROMPT["keys"] if k != ANSWER))))   # two right, one not
 FOLD = "details:not(.nl-discussion):has(> summary > .nl-answer-for-01-depth-std)"
 PANEL = '.nl-cr[data-prompt="01.depth-std"]'
 WS_FALLBACK = re.compile(r"^console: WebSocket connection to 'ws://127\.0\.0\.1:\d+/user/\w+/api/kernels/.*"
@@ -114,8 +118,6 @@ def cells_to_first_prompt(hub, name: str) -> int:
     """How many cells of `name`'s own 01, from the first, up to and with the first prompt's choice cell."""
     import nbformat
 
-    from normlab.course import predictions
-
     nb = nbformat.read(hub.home(name) / LESSON, 4)
     return 1 + next(i for i, c in enumerate(nb.cells) if predictions.PREDICT_TAG in c.metadata.get("tags", []))
 
@@ -147,7 +149,7 @@ def test_the_deck_shows_three_learners_jupyterlab_guesses_and_the_reveal_opens_t
     teacher_sees(deck, 0, {})                                   # nobody has guessed yet
     show_slide(deck, panel.element_handle())
     panel.locator(".nl-cr-show").click()
-    pages, problems, tally = {}, list(d_problems), {"A": 0, "B": 0, "C": 0}
+    pages, problems, tally = {}, list(d_problems), dict.fromkeys(PROMPT["keys"], 0)
     for i, (name, choice) in enumerate(PICKS.items(), 1):
         page, said = open_lesson(browser, hub, name)
         pages[name] = page
@@ -160,26 +162,30 @@ def test_the_deck_shows_three_learners_jupyterlab_guesses_and_the_reveal_opens_t
         # the learner's own page shows the class's bars under the prompt, after the guess
         page.wait_for_function(f"""() => (document.querySelector('{PANEL} .nl-cr-row[data-key="{choice}"] .nl-cr-count')
                                           || {{}}).textContent === '{tally[choice]}'""", timeout=15000)
-    assert tally == {"A": 1, "B": 2, "C": 0}
+    assert sorted(tally.values()) == [0, 1, 2] and tally[ANSWER] == 2
     assert panel.locator(".nl-cr-row.nl-cr-answer").count() == 0        # not revealed yet
     for page in pages.values():
         assert not page.locator(FOLD).evaluate("d => d.open")           # no learner opened the fold
     panel.locator(".nl-cr-reveal").click()
-    deck.wait_for_selector(f"{PANEL} .nl-cr-row.nl-cr-answer[data-key=B]", timeout=5000)
+    deck.wait_for_selector(f"{PANEL} .nl-cr-row.nl-cr-answer[data-key={ANSWER}]", timeout=5000)
     deck.screenshot(path=str(artifacts / "class_lab_deck.png"))
     # each learner's page asks the service for reveals every 2 s: the fold opens by itself, with the verdict
     for name, choice in PICKS.items():
-        result = "right" if choice == "B" else "wrong"
+        result = "right" if choice == ANSWER else "wrong"
         pages[name].wait_for_selector(f"{FOLD}[open] .nl-answer-verdict[data-result={result}]", timeout=10000)
     learner = pages[LEARNERS[0]]
-    learner.wait_for_selector(f"{PANEL} .nl-cr-row.nl-cr-answer[data-key=B]", timeout=10000)
+    learner.wait_for_selector(f"{PANEL} .nl-cr-row.nl-cr-answer[data-key={ANSWER}]", timeout=10000)
     learner.locator(".nl-pr-ask").first.evaluate("e => e.scrollIntoView({block: 'start'})")   # prompt, bars, fold
     learner.wait_for_timeout(300)
     learner.screenshot(path=str(artifacts / "class_lab_learner.png"))
+    learner.locator(FOLD).evaluate("e => e.scrollIntoView({block: 'center'})")                # the opened fold
+    learner.wait_for_timeout(300)
+    learner.screenshot(path=str(artifacts / "class_lab_learner_fold.png"))
     cpu1, wall = cpu_seconds(uids, os.getpid()), time.time() - t0
     cpu = sum(c - cpu0.get(pid, 0.0) for pid, c in cpu1.items())
     print(f"\n[class lab] the test's body: {wall:.1f} s wall, {cpu:.1f} s CPU (the learners' servers and kernels, "
-          f"Chromium, the hub and the service; before the fixture's hub: {hub.started:.1f} s)")
+          f"Chromium, the hub and the service); before it, the hub's start took {hub.started:.1f} s and its "
+          f"processes still alive then (with pytest and Chromium) had used {sum(cpu0.values()):.1f} s CPU")
     for context in {p.context for p in (deck, *pages.values())}:
         context.close()
     # JupyterLab asks for the kernel websocket's v1 subprotocol and reconnects without it where a handshake's
