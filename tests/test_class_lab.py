@@ -1,28 +1,34 @@
 """The class's poll end to end in Chromium, with the learners in JupyterLab (issue 39's done-when): the
-real-account hub of tests/test_hub_accounts.py (its `hub` fixture: a hub of its own for this module, the
-class recipe deploy/tljh/normlab.py with the class service on, three learner accounts and a teacher in
-normlab-teachers). The teacher's deck of 01's first prompt (the toy deck tests/test_classroom_hub.py's
-deck test serves, from the service's deck/) is watched while three learners, each logged in through the
-hub's login form in a browser context of their own, open their own ~/normlab-course/01_residuals.ipynb
-(the learner copy) in the hub-served JupyterLab (/user/NAME/lab/...), run its cells up to the first prompt
-(Shift+Enter, cell by cell: the prompt's cell waits for the guess) and pick: two (B), one (A). After each pick the deck's
-panel says one more guessed (n 1 -> 2 -> 3) with the split so far; the pick reached the service from the
-learner's own kernel (the widget's comm, the kernel's post as that learner). The teacher reveals; on a
-learner's JupyterLab page the answer fold opens by itself with its verdict (right for (B), wrong for (A)),
-and the class's bars under the prompt mark the answer. Nothing after the prompt runs (01's experiments are
-no part of this test).
+real-account hub of tests/test_hub_accounts.py (its `hub` fixture: a hub of its own for this module, the class
+recipe deploy/tljh/normlab.py with the class service on, three learner accounts and a teacher in
+normlab-teachers). The teacher's deck of 01's first prompt (the toy deck tests/test_classroom_hub.py's deck
+test serves, from the service's deck/) is watched while three learners, each logged in through the hub's login
+form in a browser context of their own, open their own ~/normlab-course/01_residuals.ipynb (the learner copy)
+in the hub-served JupyterLab (/user/NAME/lab/...), run its cells up to the first prompt (Shift+Enter, cell by
+cell: the prompt's cell waits for the guess) and pick: two the answer (B), one another. After each pick the
+deck's panel says one more guessed (n 1 -> 2 -> 3) with the split so far; the pick reached the service from
+the learner's own kernel (the widget's comm, the kernel's post as that learner). The teacher reveals; on a
+learner's JupyterLab page the answer fold opens by itself with its verdict (right or wrong, for each of the
+three), and the class's bars under the prompt mark the answer. Nothing after the prompt runs (01's experiments
+are no part of this test).
 
 OPT-IN, not in the default `python3 run.py test` (three JupyterLab loads cost more CPU than the test run's
 300 s budget can spare on 2 cores):
 
     NORMLAB_CLASS_LAB=1 python3 run.py test tests/test_class_lab.py
 
-Needs root, like tests/test_hub_accounts.py (skipped with the reason elsewhere). Screenshots:
-build/artifacts/class_lab_deck.png (the teacher's slide after the reveal) and class_lab_learner.png (a
-learner's JupyterLab page with the fold opened).
+Needs root, like tests/test_hub_accounts.py (skipped with the reason elsewhere). Screenshots in
+build/artifacts/: class_lab_deck.png (the teacher's slide after the reveal), class_lab_learner.png (a
+learner's JupyterLab page: the pick, the class's bars with the answer marked) and class_lab_learner_fold.png
+(its answer fold, opened by the reveal, with the verdict).
 
-Measured (2026-11-27, the course's 2-core machine with a sweep on one core, under nice -n 10): see the
-MEASURED line below, filled in from a real run.
+Measured (2026-11-27, the course's 2-core machine, a sweep and other agents' tests on it, under nice -n 10):
+passed twice. The test's body (the deck, three JupyterLab loads, three kernels up to the prompt, the
+reveal): 70 s wall, 59 s CPU (the learners' servers and kernels, Chromium, the hub and the service).
+With the fixture's hub (accounts, the teacher step, three first logins: 47 s wall) and the toy deck's
+build: 148 s wall for `pytest tests/test_class_lab.py`, 165 s for the command above (which exports the
+notebooks first). (An earlier version ran the learner copy with Run All and interrupted each kernel
+after the pick: 66 s wall, 68 s CPU for the body.)
 """
 
 from __future__ import annotations
