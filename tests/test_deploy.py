@@ -132,6 +132,18 @@ def test_the_server_starts_when_init_fails_and_tells_the_learner_why(tmp_path):
     assert "老师" in (home2 / note.name).read_text(encoding="utf-8")
 
 
+def test_the_server_command_survives_systemdspawner_and_systemd():
+    """TLJH spawns with SystemdSpawner, which passes every word of Spawner.cmd through
+    str.format(USERNAME=..., USERID=...) (jupyterhub/systemdspawner@2f6bde8a, v1.0.2, systemdspawner.py:
+    `cmd=[self._expand_user_vars(c) for c in self.cmd]`, `_expand_user_vars`: `string.format(...)`); the
+    tests' hubs use LocalProcessSpawner, which does not. A shell group `{ ...; }` raised KeyError there, so
+    no learner's server started. systemd's ExecStart= then expands "${NAME}" and turns "$$" into "$"."""
+    c, _ = load_tljh_config(Path("/opt/tljh/user/bin"))
+    for word in c.Spawner.cmd:
+        assert word.format(USERNAME="jupyter-20240001", USERID=1001) == word, word
+        assert "${" not in word and "$$" not in word, word
+
+
 def test_the_limits_are_tljh_configs_not_this_files():
     """TLJH applies `tljh-config set limits.*` (configurer.update_limits: c.Spawner.mem_limit / cpu_limit)
     BEFORE it loads jupyterhub_config.d/*.py: any limit set in normlab.py would silently win."""
