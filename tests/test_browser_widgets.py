@@ -136,6 +136,25 @@ def widgets(page):
     return page.locator(".normlab-web").element_handles()
 
 
+def pages_with_widgets(folder: Path, pattern: str) -> list[Path]:
+    """The built pages holding an explorer or a gradient-flow widget (the 先想一想 choices are on every
+    lesson's page: tests/test_predictions.py drives them)."""
+    return sorted(p for p in folder.glob(pattern)
+                  if any(f'data-widget="{w}"' in p.read_text(encoding="utf-8") for w in ("explorer", "gradflow")))
+
+
+def pick_every_prompt(page) -> None:
+    """Pick an option of every 先想一想 prompt on a page of the learners' book (a click on its first option):
+    a prompt's experiment, a widget among it, shows after a pick (issue 40)."""
+    page.evaluate("() => document.querySelectorAll('.nl-pr-ask[data-key]').forEach("
+                  "a => a.querySelector('.nl-pr-option').click())")
+
+
+def real_widgets(page) -> list:
+    """The course's explorer and gradient-flow widgets on a page, once rendered."""
+    return [b for b in widgets(page) if b.get_attribute("data-widget") in ("explorer", "gradflow")]
+
+
 def badge_text(box) -> str:
     return box.evaluate("b => Array.from(b.querySelectorAll('*')).filter(e => e.offsetParent !== null || "
                         "getComputedStyle(e).position === 'fixed').map(e => e.textContent).join(' ')")
