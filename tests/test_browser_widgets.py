@@ -242,9 +242,9 @@ CHECKS = {"_toy": (check_toy, drawn_toy), "explorer": (check_explorer, drawn_exp
 
 
 def exercise(page, box, artifacts: Path, shot: str, per_control: int = 3, skip: tuple[str, ...] = ()) -> int:
-    """Move every control of one static widget through some of its values, as a user would (but the
-    controls labelled in ``skip``). After each move the state the page looked up (the shim's data-key)
-    holds the new value, the drawn picture is the grid's entry for that key, and the picture changed
+    """Move every control of one static widget through some of its values (``per_control`` of them, spread
+    over its range; 1: its last), as a user would (but the controls labelled in ``skip``). After each move
+    the state the page looked up (the shim's data-key) holds the new value, the drawn picture is the grid's entry for that key, and the picture changed
     when the entry did; a refused setting shows its message. Returns the number of drawn states checked."""
     name = box.get_attribute("data-widget")
     check, drawn = CHECKS[name]
@@ -261,8 +261,8 @@ def exercise(page, box, artifacts: Path, shot: str, per_control: int = 3, skip: 
         if label not in now:                      # e.g. a size slider of the other layout
             continue
         values = [v for v in now[label]["values"] if v != now[label]["value"]]
-        picks = values if len(values) <= per_control else [values[i * (len(values) - 1) // (per_control - 1)]
-                                                             for i in range(per_control)]
+        picks = values if len(values) <= per_control else [values[-1]] if per_control == 1 else \
+            [values[i * (len(values) - 1) // (per_control - 1)] for i in range(per_control)]
         for v in picks:
             key_before, seen_before = box.get_attribute("data-key"), drawn(box)
             ms = page.evaluate(SET_CONTROL, [box, label, v, 2])

@@ -1,6 +1,7 @@
-"""The course's own widgets in the built book and slides, with no kernel (split from
-tests/test_browser_widgets.py, whose helpers it uses, so that the two long modules can run on the two
-workers at once: issue 27). The same front-end through a real kernel: test_browser_widgets.py."""
+"""The course's own widgets in the built book and slides, opened from file://, with no kernel (split from
+tests/test_browser_widgets.py, whose helpers it uses, so that the two long modules can run on two workers
+at once: issue 27). From the book's and the slides' servers: the walks over every page and every deck
+(tests/test_browser_book.py, tests/test_slides_readable.py). Through a real kernel: test_browser_lab.py."""
 
 from __future__ import annotations
 
@@ -30,22 +31,20 @@ def test_book_widgets_work_from_file_with_no_kernel(browser, book_url, artifacts
     tab.close()
 
 
-def test_slides_widgets_work_with_no_kernel(browser, decks_url, artifacts):
+def test_slides_widgets_work_from_file_with_no_kernel(browser, decks_url, artifacts):
+    """The decks with a course widget opened from file:// (from the slides' server: test_slides_readable.py's
+    walk over every deck, test_slides_widgets_work_from_a_server_with_no_kernel)."""
     decks = pages_with_widgets(SLIDES, "*.slides.html")
     assert {"01_residuals", "03_layernorm", "06_placement"} <= {p.name.split(".")[0] for p in decks}
     tab = Tab(browser, height=800)       # one tab, deck after deck, as a speaker's
     for path in decks:
         stem = path.name.split(".")[0]
-        for url in (path.as_uri(), f"{decks_url}/{path.name}"):
-            problems, page = tab.visit(url), tab.page
-            page.wait_for_selector(".reveal.ready", timeout=15000)
-            boxes = real_widgets(page)
-            assert boxes, f"{stem}: no widget rendered"
-            for i, box in enumerate(boxes):
-                show_slide(page, box)
-                kind = "file" if url.startswith("file:") else "server"
-                assert exercise(page, box, artifacts, f"widgets_slides_{kind}_{stem}_{i}") >= 1
-            assert not problems, f"{stem}: {problems}"
+        problems, page = tab.visit(path.as_uri()), tab.page
+        page.wait_for_selector(".reveal.ready", timeout=15000)
+        boxes = real_widgets(page)
+        assert boxes, f"{stem}: no widget rendered"
+        for i, box in enumerate(boxes):
+            show_slide(page, box)
+            assert exercise(page, box, artifacts, f"widgets_slides_file_{stem}_{i}") >= 1
+        assert not problems, f"{stem}: {problems}"
     tab.close()
-
-

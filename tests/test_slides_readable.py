@@ -147,8 +147,12 @@ def checked_decks(browser, decks_url, artifacts) -> dict:
     """Every deck opened once at 1280x720 and walked once (issue 27), four checks on each slide
     (tests/deck_checks.py): test_browser_book's FIT_CHECK (fit, answers hidden), STEP_CHECK (no answer,
     no title alone, no lost figure), SIZE_CHECK (font sizes, text per slide) and FIGURE_CHECK (each
-    figure's smallest text as shown); then, back on the first slide, opens_and_advances.
-    {name: {"fit", "console", "steps", "sizes", "answers", "opened", "figures"}}."""
+    figure's smallest text as shown); then, back on the first slide, opens_and_advances; last, on a deck
+    with a course widget, widgets_on_the_deck (issue 27: the widget test opened these decks again).
+    {name: {"fit", "console", "steps", "sizes", "answers", "opened", "figures", "widgets"}}."""
+    from test_browser_widgets import SLIDES, pages_with_widgets
+
+    with_widgets = {p.name.split(".")[0] for p in pages_with_widgets(SLIDES, "*.slides.html")}
     out, tab = {}, Tab(browser, height=720)         # one tab, deck after deck, as a speaker's
     for name in NOTEBOOKS:
         page, console = open_deck_page(browser, f"{decks_url}/{name}.slides.html", tab)
@@ -164,9 +168,36 @@ def checked_decks(browser, decks_url, artifacts) -> dict:
               const i = R.getIndices(p.closest("section")); R.slide(i.h, i.v, -1); }""")
             page.screenshot(path=str(artifacts / f"slides_{name}_question.png"))
         out[name] = {"fit": fit, "console": console, "steps": steps, "sizes": sizes, "answers": len(answers),
-                     "opened": opened, "figures": figures}
+                     "opened": opened, "figures": figures,
+                     "widgets": widgets_on_the_deck(page, name, artifacts) if name in with_widgets else None}
     tab.close()
     return out
+
+
+def widgets_on_the_deck(page, name: str, artifacts) -> list[str]:
+    """The course's widgets of a deck (its explorer, its gradient flow), after the walk: each one's slide
+    reached as the speaker reaches it (show_slide), every control moved (test_browser_widgets.exercise).
+    Returns the problems (from file://: tests/test_browser_widgets_course.py)."""
+    from test_browser_widgets import exercise, real_widgets, show_slide
+
+    try:
+        boxes = real_widgets(page)
+        assert boxes, "no widget rendered"
+        for i, box in enumerate(boxes):
+            show_slide(page, box)
+            assert exercise(page, box, artifacts, f"widgets_slides_server_{name}_{i}") >= 1
+    except AssertionError as err:
+        return [f"{name}: {err}"]
+    return []
+
+
+def test_slides_widgets_work_from_a_server_with_no_kernel(checked_decks):
+    """Issue 17: the decks' course widgets work from the slides' server with no kernel (widgets_on_the_deck,
+    in checked_decks, on the decks it opened; console problems: test_slides_open_offline_and_advance)."""
+    walked = {name for name, checked in checked_decks.items() if checked["widgets"] is not None}
+    assert {"01_residuals", "03_layernorm", "06_placement"} <= walked, walked
+    report = [p for checked in checked_decks.values() for p in checked["widgets"] or []]
+    assert not report, "\n".join(report)
 
 
 def opens_and_advances(page, name: str, artifacts) -> list[str]:
