@@ -331,11 +331,14 @@ def test_kernel_metadata_is_what_ipykernel_reports():
 
 
 def old_metadata_copy(lab) -> None:
-    """zz_old_metadata: 02 as exported, with the sources' metadata before the fix (the control)."""
+    """zz_old_metadata: 02 as exported, with the sources' metadata before the fix (the control), cut after
+    its first cells (what marks it unsaved is its metadata; a whole lesson costs JupyterLab ~3 s of CPU
+    to draw)."""
     import nbformat
 
     nb = nbformat.read(lab["dir"] / "02_batchnorm.ipynb", 4)
     old = nbformat.from_dict(json.loads(json.dumps(nb)))
+    old.cells = old.cells[:4]
     old.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     del old.metadata["language_info"]
     nbformat.write(old, lab["dir"] / "zz_old_metadata.ipynb")
@@ -367,13 +370,14 @@ LAB03_STORE = "predictions 03.json"     # 03's guesses, a file of their own in t
 
 
 def lesson_03_up_to_the_explorer(lab) -> None:
-    """zz_03_open: lesson 03 up to the axes explorer's cell, with the guesses file set in a first cell and
-    the lesson's summary after it."""
+    """zz_03_open: lesson 03's code cells up to the axes explorer's (the kernel state a learner's Run All
+    gives it; its prose is no part of these tests, and costs JupyterLab CPU to typeset), with the guesses
+    file set in a first cell and the lesson's summary after it."""
     import nbformat
 
     nb = nbformat.read(lab["dir"] / "03_layernorm.ipynb", 4)
     last = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "AxesExplorer(" in c.source)
-    nb.cells = nb.cells[:last + 1]
+    nb.cells = [c for c in nb.cells[:last + 1] if c.cell_type == "code"]
     nb.cells.insert(1, nbformat.v4.new_code_cell(f"import os\nos.environ['NORMLAB_PREDICTIONS'] = {str(lab['dir'] / LAB03_STORE)!r}"))
     nb.cells.append(nbformat.v4.new_code_cell(P.summary_source("03"), metadata={"tags": [P.SUMMARY_TAG]}))
     nbformat.write(nb, lab["dir"] / "zz_03_open.ipynb")
