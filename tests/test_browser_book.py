@@ -97,7 +97,8 @@ def site_pages(book_url: str) -> list[str]:
 def walked_book(browser, book_url, artifacts) -> dict:
     """Every page of the learners' book opened once, from the book's server, in one tab at 1366x768 (as a
     learner reads it; a tab that goes from page to page: conftest.Tab), and on each load, in this order:
-    check_page (clean, formulas typeset, figures, links, glyphs); on a lesson page with 先想一想 prompts,
+    check_page (clean, formulas typeset, figures, links, glyphs); on 09, the errata index's fit
+    (errata_fit); on a lesson page with 先想一想 prompts,
     the lock before and after a pick of every prompt (lock_check, tests/test_browser_book_lock.py's
     BETWEEN); on a page with a course widget, after the picks, every widget moved through its controls
     (test_browser_widgets.exercise) and the explorer's arrow keys. Each check's failures are collected
@@ -108,7 +109,7 @@ def walked_book(browser, book_url, artifacts) -> dict:
 
     phrases, prompted = reveals(), set(lesson_pages())
     with_widgets = {p.stem for p in pages_with_widgets(ROOT / "build" / "book" / "html" / "notebooks", "*.html")}
-    out = {"math": 0, "page": [], "lock": {"problems": [], "checked": 0, "outputs": 0},
+    out = {"math": 0, "page": [], "errata": None, "lock": {"problems": [], "checked": 0, "outputs": 0},
            "widgets": {"pages": set(), "problems": []}}
     fetched, tab = set(), Tab(browser, 1366, 768)
     try:
@@ -119,6 +120,8 @@ def walked_book(browser, book_url, artifacts) -> dict:
                 out["math"] += check_page(tab, url, book_url, fetched, artifacts)
             except AssertionError as err:
                 out["page"].append(str(err))
+            if name == "09_companion":
+                out["errata"] = errata_fit(tab.page, artifacts)
             if name in prompted:
                 lock_check(tab, name, phrases, out["lock"], artifacts)
             pick_every_prompt(tab.page)
@@ -155,6 +158,34 @@ def test_book_widgets_work_from_a_server_with_no_kernel(walked_book):
     done = walked_book["widgets"]
     assert not done["problems"], "\n".join(done["problems"])
     assert {"01_residuals", "02_batchnorm", "03_layernorm", "06_placement"} <= done["pages"], done["pages"]
+
+
+def test_the_errata_index_fits_the_book_column_at_1366(walked_book):
+    """Issue 28 item 13: the errata index (09's 勘误索引 table) fits the book's column at 1366 px: nothing
+    clipped, its last column 课程章节 on screen (TABLE_FIT on walked_book's load of 09)."""
+    fit = walked_book["errata"]
+    assert fit is not None, "09 has no 勘误索引 table"
+    assert fit["last"].startswith("课程章节"), fit
+    assert fit["right"] <= fit["column"] + 1 and fit["lastRight"] <= fit["column"] + 1, fit
+    assert not fit["clipped"] and fit["cells"] == 0, fit
+
+
+# The errata index's table in 09's page: its box against the article's column, and any box that clips it.
+TABLE_FIT = r"""() => {
+  const cap = Array.from(document.querySelectorAll("article table caption")).find(c => c.textContent.includes("勘误索引"));
+  if (!cap) return null;
+  const table = cap.closest("table"), col = document.querySelector("article").getBoundingClientRect();
+  const r = table.getBoundingClientRect();
+  let box = table.parentElement, clipped = [];
+  for (; box && box.tagName !== "ARTICLE"; box = box.parentElement)
+    if (box.scrollWidth > box.clientWidth + 1 && getComputedStyle(box).overflowX !== "visible")
+      clipped.push(`${box.tagName}.${box.className} ${box.scrollWidth} > ${box.clientWidth}`);
+  const last = Array.from(table.querySelectorAll("thead th")).pop();
+  const lr = last.getBoundingClientRect();
+  return {width: r.width, right: r.right, column: col.right, clipped, last: last.textContent.trim(), lastRight: lr.right,
+          cells: Array.from(table.querySelectorAll("tbody td:last-child")).filter(td => td.getBoundingClientRect().right > col.right + 1).length};
+}"""
+
 
 
 def lock_check(tab, name: str, phrases: dict, result: dict, artifacts: Path) -> None:
@@ -194,6 +225,15 @@ def lock_check(tab, name: str, phrases: dict, result: dict, artifacts: Path) -> 
         again = tab.page.evaluate(BETWEEN, False)
         problems += [f"{name} {p['key']}: hidden again after a reload" for p in again
                      if not all(o["visible"] for o in p["outputs"])]
+
+
+def errata_fit(page, artifacts: Path) -> dict | None:
+    """TABLE_FIT on 09's page (None: no errata index), and a screenshot of the table."""
+    fit = page.evaluate(TABLE_FIT)
+    if fit is not None:
+        page.locator("article table caption", has_text="勘误索引").first.scroll_into_view_if_needed()
+        page.screenshot(path=str(artifacts / "book_09_errata_1366.png"))
+    return fit
 
 
 def widgets_check(page, name: str, artifacts: Path) -> None:

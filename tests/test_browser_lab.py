@@ -120,14 +120,20 @@ def first_notebook_and_toy(lab) -> None:
     nbformat.write(nb, lab["dir"] / "zz_00_toy.ipynb")
 
 
+def run_once(lab_page, lab, name: str, store: str, width: int, height: int) -> dict:
+    """``name`` run (Run All) in the module's page at width x height, its guesses file ``store`` (in the
+    server's folder) not there before: {"page", "store"}."""
+    page, _ = lab_page
+    (lab["dir"] / store).unlink(missing_ok=True)
+    page.set_viewport_size({"width": width, "height": height})
+    run_all(page, lab, name)
+    return {"page": page, "store": lab["dir"] / store}
+
+
 @pytest.fixture(scope="module")
 def lab00(lab_page, lab):
-    """zz_00_toy run once (Run All) in the module's page: {"page", "store"}."""
-    page, _ = lab_page
-    (lab["dir"] / TOY_STORE).unlink(missing_ok=True)
-    page.set_viewport_size({"width": 1400, "height": 1000})
-    run_all(page, lab, "zz_00_toy")
-    return {"page": page, "store": lab["dir"] / TOY_STORE}
+    """zz_00_toy run once, at 1400x1000."""
+    return run_once(lab_page, lab, "zz_00_toy", TOY_STORE, 1400, 1000)
 
 
 def test_first_notebook_runs_in_jupyterlab_with_chinese_glyphs(lab00, artifacts):
@@ -385,12 +391,8 @@ def lesson_03_up_to_the_explorer(lab) -> None:
 
 @pytest.fixture(scope="module")
 def lab03(lab_page, lab):
-    """zz_03_open run once in the module's page at 1280x800: {"page", "store"}."""
-    page, _ = lab_page
-    (lab["dir"] / LAB03_STORE).unlink(missing_ok=True)
-    page.set_viewport_size({"width": 1280, "height": 800})
-    run_all(page, lab, "zz_03_open")
-    return {"page": page, "store": lab["dir"] / LAB03_STORE}
+    """zz_03_open run once, at 1280x800."""
+    return run_once(lab_page, lab, "zz_03_open", LAB03_STORE, 1280, 800)
 
 
 def test_choice_goes_through_the_kernel_and_the_explorer_is_never_squeezed(lab03, artifacts):

@@ -11,8 +11,8 @@ measured in Chromium (Debian's, through Playwright: tests/conftest.py).
   than SLIDE_TEXT characters of text (all of it shown: code, outputs, opened answers).
 - Issue 36: every figure's smallest text (normlab.viz records it in the PNG) shows at FIGURE_PX or more
   on the slide (FIGURE_CHECK, in the same walk); the check fails on a figure drawn as before.
-- Item 13: the book's errata index (09) fits its column at 1366 px: nothing clipped, its last column
-  课程章节 on screen.
+- Item 13 (the book's errata index fits its column at 1366 px): tests/test_browser_book.py, on its walk's
+  load of 09.
 """
 
 from __future__ import annotations
@@ -565,39 +565,6 @@ def test_the_built_learners_book_neither_contains_nor_links_the_guide(book_url):
     for page in pages:
         text = page.read_text(encoding="utf-8")
         assert "instructor.html" not in text and guide_line not in text, page.name
-
-
-# --- item 13: the errata index fits the book's column ----------------------------------------------
-
-TABLE_FIT = r"""() => {
-  const cap = Array.from(document.querySelectorAll("article table caption")).find(c => c.textContent.includes("勘误索引"));
-  if (!cap) return null;
-  const table = cap.closest("table"), col = document.querySelector("article").getBoundingClientRect();
-  const r = table.getBoundingClientRect();
-  let box = table.parentElement, clipped = [];
-  for (; box && box.tagName !== "ARTICLE"; box = box.parentElement)
-    if (box.scrollWidth > box.clientWidth + 1 && getComputedStyle(box).overflowX !== "visible")
-      clipped.push(`${box.tagName}.${box.className} ${box.scrollWidth} > ${box.clientWidth}`);
-  const last = Array.from(table.querySelectorAll("thead th")).pop();
-  const lr = last.getBoundingClientRect();
-  return {width: r.width, right: r.right, column: col.right, clipped, last: last.textContent.trim(), lastRight: lr.right,
-          cells: Array.from(table.querySelectorAll("tbody td:last-child")).filter(td => td.getBoundingClientRect().right > col.right + 1).length};
-}"""
-
-
-def test_the_errata_index_fits_the_book_column_at_1366(browser, book_url, artifacts):
-    page = browser.new_page(viewport={"width": 1366, "height": 900})
-    try:
-        page.goto(f"{book_url}/notebooks/09_companion.html", wait_until="load")
-        fit = page.evaluate(TABLE_FIT)
-        assert fit is not None, "09 has no 勘误索引 table"
-        page.locator("article table caption", has_text="勘误索引").first.scroll_into_view_if_needed()
-        page.screenshot(path=str(artifacts / "book_09_errata_1366.png"))
-    finally:
-        page.close()
-    assert fit["last"].startswith("课程章节"), fit
-    assert fit["right"] <= fit["column"] + 1 and fit["lastRight"] <= fit["column"] + 1, fit
-    assert not fit["clipped"] and fit["cells"] == 0, fit
 
 
 # --- the slides' scroll rule (tools/slides.py SCROLLING_SLIDE_FAST), against the template's own ----------
