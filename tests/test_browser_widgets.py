@@ -146,8 +146,9 @@ def pages_with_widgets(folder: Path, pattern: str) -> list[Path]:
 def pick_every_prompt(page) -> None:
     """Pick an option of every 先想一想 prompt on a page of the learners' book (a click on its first option):
     a prompt's experiment, a widget among it, shows after a pick (issue 40)."""
-    page.evaluate("() => document.querySelectorAll('.nl-pr-ask[data-key]').forEach("
-                  "a => a.querySelector('.nl-pr-option').click())")
+    from conftest import bench_widgets
+
+    page.evaluate(bench_widgets.PICK_EVERY_PROMPT)
 
 
 def real_widgets(page) -> list:
