@@ -211,8 +211,10 @@ def opens_and_advances(page, name: str, artifacts) -> list[str]:
     shown = page.locator(".slides section.present:not(.stack)")      # the slide itself, not its vertical stack
     first = shown.first.inner_text()
     page.keyboard.press("Space")
-    page.wait_for_timeout(400)
-    if shown.first.inner_text() == first:
+    try:                                 # the next slide (or fragment) within 2 s
+        page.wait_for_function("""(first) => { const s = document.querySelector(".slides section.present:not(.stack)");
+            return s && s.innerText !== first; }""", arg=first, timeout=2000)
+    except Exception:  # noqa: BLE001  (Playwright's TimeoutError)
         problems.append("the slides did not advance")
     if not page.evaluate(GLYPH_CHECK):
         problems.append("Chinese text renders as boxes")
