@@ -8,7 +8,7 @@
 - The lock: on every lesson page, for every prompt, the outputs between the prompt's choices and its
   answer fold (found from the choice widget and the fold's marker, not from the lock's own tags) are not
   visible before a pick, a cue says why, and no visible text there holds the answer's key phrases
-  (``reveals`` of normlab/predictions_data.py); after a pick they show, and after a reload too. With
+  (``reveals`` of normlab/course/predictions_data.py); after a pick they show, and after a reload too. With
   localStorage disabled every output shows. At 390x844 the choices and the cue need no sideways scroll.
 
 The lock on every lesson page is checked in tests/test_browser_book.py's walk over every page of the book
@@ -130,14 +130,14 @@ BETWEEN = r"""(withText) => {
 
 
 def reveals() -> dict[str, list[str]]:
-    """"lesson.id" -> the answer's key phrases (normlab/predictions_data.py ``reveals``)."""
-    from normlab import predictions
+    """"lesson.id" -> the answer's key phrases (normlab/course/predictions_data.py ``reveals``)."""
+    from normlab.course import predictions
 
     return {f"{e['lesson']}.{e['id']}": list(e.get("reveals", [])) for e in predictions.entries()}
 
 
 def lesson_pages() -> list[str]:
-    from normlab import predictions
+    from normlab.course import predictions
 
     lessons = {e["lesson"] for e in predictions.entries()}
     return [n for n in NOTEBOOKS if n[:2] in lessons]

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from normlab import predictions as P
-from normlab.kernelmeta import kernel_metadata
+from normlab.course import predictions as P
+from normlab.course.kernelmeta import kernel_metadata
 from test_browser_book import GLYPH_CHECK
 from test_browser_widgets import (DRAWN, GRID_BADGE, LIST_CONTROLS, LIVE_BADGE, TOY_CELL, drawn_explorer,
                                   drawn_gradflow, grid_groups, watch)
@@ -286,7 +286,7 @@ def test_lab_widget_redraws_through_the_kernel(lab03, artifacts):
 # --- JupyterLab, as a learner opens a lesson the course exported (issue 28 items 2 and 5):
 #
 # * opening it does not mark it unsaved (the export writes the kernelspec and language_info the kernel
-#   would write: normlab/kernelmeta.py); control: the same notebook with the sources' old metadata is
+#   would write: normlab/course/kernelmeta.py); control: the same notebook with the sources' old metadata is
 #   marked unsaved at once, so the check can fail;
 # * a 先想一想 choice goes through the kernel into the guesses file, and the lesson's summary scores it;
 # * the axes explorer is never squeezed into JupyterLab's 24em (312 px) scrolled-output box (a click on

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from normlab import predictions
+from normlab.course import predictions
 from normlab.classroom import events, hubconfig
 from normlab.classroom.store import Store, grid_csv
 
@@ -94,7 +94,7 @@ def test_the_grid_counts_per_learner_and_lesson_and_exports_csv(tmp_path):
 CLIENT = """
 import json, logging, os, sys, time
 from pathlib import Path
-from normlab import predictions
+from normlab.course import predictions
 from normlab.classroom import client
 listening = client.install()
 t0 = time.perf_counter()

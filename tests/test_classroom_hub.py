@@ -80,7 +80,7 @@ def call(hub, method, path, who=None, token=None, **kw):
 
 def guess_in_kernel(hub, name, lesson, pid, choice) -> str:
     """The learner's own kernel records a guess as the widget does; returns what the client says."""
-    code = (f"from normlab import predictions\nfrom normlab.classroom import client\n"
+    code = (f"from normlab.course import predictions\nfrom normlab.classroom import client\n"
             f"import os; assert os.environ.get('JUPYTERHUB_API_TOKEN') and os.environ.get('NORMLAB_CLASSROOM_URL')\n"
             f"predictions.save_guess({lesson!r}, {pid!r}, {choice!r})\n"
             f"print('FLUSHED', client.flush(15), client.status())")
@@ -143,7 +143,7 @@ def test_malformed_posts_get_400_and_store_nothing(hub):
         with sqlite3.connect(hub.db) as db:
             return db.execute("SELECT COUNT(*) FROM events").fetchone()[0]
 
-    from normlab import predictions
+    from normlab.course import predictions
 
     good = {"kind": "guess", "lesson": "02", "id": predictions.entries("02")[0]["id"], "choice": "A"}
     before = stored()

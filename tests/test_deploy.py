@@ -6,6 +6,8 @@
   space, and JupyterHub's arguments reach the server unchanged. install.sh passes `sh -n`.
 * Zero to JupyterHub: values.yaml parses and initialises each learner's copy; the Dockerfile's pip lines
   install run.py's tested torch (inside pyproject's range) and nothing the package does not declare.
+  The hub image (Dockerfile.hub) installs the wheel without its dependencies: the class service and the hub
+  configuration values.yaml runs import with torch, numpy, matplotlib and JupyterLab blocked.
 """
 
 from __future__ import annotations
@@ -282,3 +284,47 @@ def test_the_guides_sizing_is_deploy_sizing_json():
         assert row in chapter, row
         if r["mode"] == "self-paced":         # Kubernetes schedules the class on the self-paced machine
             assert r["learners"] * rule["cpu_guarantee"] <= r["cores"] - rule["system_cores"], r
+
+
+# Modules the wheel declares that the hub image leaves out (Dockerfile.hub installs with --no-deps).
+HEAVY = ("torch", "numpy", "matplotlib", "anywidget", "ipywidgets", "jupyterlab", "sklearn", "mplfonts", "tqdm")
+BLOCK_HEAVY = f"""
+import importlib.abc, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {HEAVY!r}:
+            raise ModuleNotFoundError(f"not in the hub image: {{name}}")
+sys.meta_path.insert(0, Block())
+"""
+
+
+def test_z2jh_hub_image_holds_the_service_without_the_lesson_stack():
+    """Dockerfile.hub installs the course's wheel into the chart's hub image with --no-deps (the wheel
+    declares torch and the lesson stack, GBs the hub never uses): so the service, its store and the hub
+    configuration values.yaml runs must import with none of them. Run here with those imports blocked."""
+    yaml = pytest.importorskip("yaml")
+    text = (DEPLOY / "z2jh" / "Dockerfile.hub").read_text(encoding="utf-8")
+    assert re.search(r"^FROM quay\.io/jupyterhub/k8s-hub:\$\{CHART_VERSION\}$", text, re.M)
+    pip_lines = [line for line in text.splitlines() if "pip install" in line]
+    assert pip_lines and all("--no-deps" in line and "normlab-*.whl" in line for line in pip_lines)
+    assert text.index("USER root") < text.index("pip install") < text.rindex("USER ${NB_USER}")
+    values = yaml.safe_load((DEPLOY / "z2jh" / "values.yaml").read_text(encoding="utf-8"))
+    assert values["hub"]["image"]["name"].endswith("/normlab-hub")
+    config = values["hub"]["extraConfig"]["normlab-classroom"]
+    args = re.search(r"\[sys\.executable, \"-m\", \"normlab\.classroom\.hubconfig\",(.*?)\]", config, re.S).group(1)
+    argv = [sys.executable if a == "sys.executable" else a.strip('"')
+            for a in re.findall(r'"[^"]*"|sys\.executable', args)]
+    probe = BLOCK_HEAVY + f"""
+import runpy, sys
+import normlab.classroom.service, normlab.classroom.store
+sys.argv = ["hubconfig"] + {argv!r}
+try:
+    runpy.run_module("normlab.classroom.hubconfig", run_name="__main__")
+except SystemExit as e:
+    assert not e.code, e.code
+print("HEAVY:", sorted(m for m in sys.modules if m.split(".")[0] in {HEAVY!r}))
+"""
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, encoding="utf-8",
+                         timeout=60, cwd=ROOT, env={**os.environ, "PYTHONUTF8": "1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "c.JupyterHub.services.append" in out.stdout and "HEAVY: []" in out.stdout

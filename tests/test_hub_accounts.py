@@ -278,7 +278,7 @@ import json, os, pathlib, subprocess, sys, time
 os.chdir(os.path.expanduser("~/normlab-course"))
 pathlib.Path("my_layernorm.py").write_text({GOOD_LN!r}, encoding="utf-8")
 r = subprocess.run([sys.executable, "-m", "normlab.drills", "layernorm", "my_layernorm.py"], capture_output=True)
-from normlab import predictions
+from normlab.course import predictions
 e = predictions.entries("01")[0]
 predictions.save_guess("01", e["id"], e["keys"][0])
 seen, deadline = {{}}, time.time() + {wait}

@@ -108,7 +108,7 @@ class Recording:
         self.src, self.text, self.learner = src, src.read_bytes(), learner
         self.stem = execution.executed_path(src, learner).stem
         self.hash = execution.source_hash(src, self.text)
-        from normlab.predictions import learner_layout, with_prediction_cells
+        from normlab.course.predictions import learner_layout, with_prediction_cells
 
         self.nb = with_prediction_cells(jupytext.read(src), src.stem)   # notes included; the 先想一想 choices as exported
         if nbtools.has_solutions(self.nb):
