@@ -132,6 +132,18 @@ def test_the_server_starts_when_init_fails_and_tells_the_learner_why(tmp_path):
     assert "老师" in (home2 / note.name).read_text(encoding="utf-8")
 
 
+def test_the_server_command_survives_systemdspawner_and_systemd():
+    """TLJH spawns with SystemdSpawner, which passes every word of Spawner.cmd through
+    str.format(USERNAME=..., USERID=...) (jupyterhub/systemdspawner@2f6bde8a, v1.0.2, systemdspawner.py:
+    `cmd=[self._expand_user_vars(c) for c in self.cmd]`, `_expand_user_vars`: `string.format(...)`); the
+    tests' hubs use LocalProcessSpawner, which does not. A shell group `{ ...; }` raised KeyError there, so
+    no learner's server started. systemd's ExecStart= then expands "${NAME}" and turns "$$" into "$"."""
+    c, _ = load_tljh_config(Path("/opt/tljh/user/bin"))
+    for word in c.Spawner.cmd:
+        assert word.format(USERNAME="jupyter-20240001", USERID=1001) == word, word
+        assert "${" not in word and "$$" not in word, word
+
+
 def test_the_limits_are_tljh_configs_not_this_files():
     """TLJH applies `tljh-config set limits.*` (configurer.update_limits: c.Spawner.mem_limit / cpu_limit)
     BEFORE it loads jupyterhub_config.d/*.py: any limit set in normlab.py would silently win."""
@@ -188,12 +200,45 @@ def test_tljh_install_script_installs_cpu_torch_the_course_and_tljhs_limits(tmp_
     assert f"torch=={torch_run_py_installs()}" in torch and "--index-url https://download.pytorch.org/whl/cpu" in torch
     assert "--extra-index-url" not in torch                 # no second index: never the CUDA build from PyPI
     assert calls.index(torch) < calls.index(f"pip install {wheel}")
+    # pip skips a local wheel of an installed version (pip's resolvelib/resolver.py: "already installed with
+    # the same version as the provided wheel"): the course's own files are forced in, without its dependencies
+    assert calls.index(f"pip install {wheel}") < calls.index(f"pip install --no-deps --force-reinstall {wheel}")
     assert "pip uninstall -y -q rfc3987-syntax" in calls
     assert f"tljh-config set limits.memory {rule['memory_limit']}" in calls
     assert f"tljh-config set limits.cpu {rule['cpu_limit']}" in calls and calls[-1] == "tljh-config reload"
     installed = prefix / "config" / "jupyterhub_config.d" / "normlab.py"
     assert installed.read_bytes() == (DEPLOY / "tljh" / "normlab.py").read_bytes()
     assert not list((tmp_path / "admin home").iterdir())     # nothing lands in the admin's home
+
+
+def test_tljh_install_script_builds_the_wheel_afresh_and_says_when_tljh_is_missing(tmp_path):
+    """After `git pull` the wheel must carry the new lessons: a stale dist/normlab-*.whl is never reused (its
+    version number is the same). Without TLJH's user environment the script says so before doing anything."""
+    repo = private_repo_copy(tmp_path)
+    prefix, log, env = stand_ins(tmp_path)
+    stale = repo / "dist" / "normlab-0.1.0-py3-none-any.whl"
+    stale.parent.mkdir()
+    stale.write_text("old lessons", encoding="utf-8")
+    python = prefix / "user" / "bin" / "python"        # pip wheel -> a new wheel in -w DIR; the rest: real python
+    python.unlink()
+    python.write_text(f'#!/bin/sh\nif [ "$1 $2 $3" = "-m pip wheel" ]; then\n  echo "python $*" >> "{log}"\n'
+                      '  while [ $# -gt 0 ]; do [ "$1" = -w ] && out=$2; shift; done\n'
+                      '  echo "new lessons" > "$out/normlab-0.1.0-py3-none-any.whl"; exit 0\nfi\n'
+                      f'exec "{sys.executable}" "$@"\n', encoding="utf-8")
+    python.chmod(0o755)
+    out = subprocess.run(["sh", str(repo / "deploy/tljh/install.sh"), "course"], env=env,
+                         capture_output=True, text=True, encoding="utf-8", timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    calls = log.read_text(encoding="utf-8").splitlines()
+    assert any(c.startswith("python -m pip wheel --no-deps") for c in calls), calls
+    assert stale.read_text(encoding="utf-8") == "new lessons\n"
+    assert f"pip install --no-deps --force-reinstall {stale}" in calls
+    # no TLJH: a clear message, nothing run
+    log.unlink()
+    shutil.rmtree(prefix / "user")
+    out = subprocess.run(["sh", str(repo / "deploy/tljh/install.sh"), "course"], env=env,
+                         capture_output=True, text=True, encoding="utf-8", timeout=60)
+    assert out.returncode != 0 and "TLJH" in out.stderr and "第 2 步" in out.stderr and not log.exists()
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("runuser") is None,

@@ -58,7 +58,7 @@ RUNCACHE_VARIABLE = "NORMLAB_RUN_CACHE"   # normlab.runcache.VARIABLE (tools imp
 SETUP_TAG = "normlab-setup"     # the setup cell normlab.course adds to every exported copy (no source cell)
 BROWSER_FIXTURES = {"browser", "lab"}     # tests that drive Chromium (time budget: "browser tests")
 # The longest modules that need the build, longest first (build/time_budget.json of a run).
-LATE_FIRST = ("test_slides_readable", "test_browser_widgets_course", "test_browser_book")
+LATE_FIRST = ("test_slides_readable", "test_browser_book", "test_browser_widgets_course")
 EARLY_FIRST = ("test_browser_lab", "test_hub", "test_browser_widgets", "test_run")   # of the others
 BUILD_FIXTURES = {"book_url", "slides_url", "decks_url", "site_url", "executed_notebooks"}
 

@@ -21,12 +21,16 @@ FAILURE_NOTE = "NORMLAB-INIT-FAILED.md"     # normlab.course.FAILURE_NOTE: why t
 #  * the course's commands first on PATH, and terminals that keep it: JupyterLab's default terminal is
 #    a login shell, and Debian's /etc/profile resets PATH (no `python` there); a plain interactive bash
 #    inherits the server's PATH, so `python -m normlab.drills` works in a learner's terminal.
+# No braces, no "${" and no "$$" in it: TLJH's SystemdSpawner passes every word of the command through
+# str.format(USERNAME=..., USERID=...) (jupyterhub/systemdspawner@2f6bde8a, v1.0.2, systemdspawner.py:
+# `cmd=[self._expand_user_vars(c) for c in self.cmd]`; a "{ ...; }" group raised KeyError and no learner's
+# server started), and systemd's ExecStart= expands "${NAME}" and turns "$$" into "$" (systemd.service(5)).
 SERVER_START = (
     "umask 077; "
-    f'"{USER_ENV}/normlab-course" init "$HOME/normlab-course" --at-server-start || {{ '
+    f'if ! "{USER_ENV}/normlab-course" init "$HOME/normlab-course" --at-server-start; then '
     f'[ -f "$HOME/{FAILURE_NOTE}" ] || echo "normlab-course init failed at the server start: see the server log. '
     f'课程工作区没有准备好，请告诉老师。" > "$HOME/{FAILURE_NOTE}"; '
-    f"export JUPYTERHUB_DEFAULT_URL=/lab/tree/{FAILURE_NOTE}; }}; "
+    f"export JUPYTERHUB_DEFAULT_URL=/lab/tree/{FAILURE_NOTE}; fi; "
     f'export PATH="{USER_ENV}:$PATH"; '
     f'exec "{USER_ENV}/jupyterhub-singleuser" --ServerApp.terminado_settings=shell_command=/bin/bash "$@"'
 )
