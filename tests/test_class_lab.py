@@ -22,13 +22,14 @@ build/artifacts/: class_lab_deck.png (the teacher's slide after the reveal), cla
 learner's JupyterLab page: the pick, the class's bars with the answer marked) and class_lab_learner_fold.png
 (its answer fold, opened by the reveal, with the verdict).
 
-Measured (2026-11-27, the course's 2-core machine, a sweep and other agents' tests on it, under nice -n 10):
-passed twice. The test's body (the deck, three JupyterLab loads, three kernels up to the prompt, the
-reveal): 70 s wall, 59 s CPU (the learners' servers and kernels, Chromium, the hub and the service).
-With the fixture's hub (accounts, the teacher step, three first logins: 47 s wall) and the toy deck's
-build: 148 s wall for `pytest tests/test_class_lab.py`, 165 s for the command above (which exports the
-notebooks first). (An earlier version ran the learner copy with Run All and interrupted each kernel
-after the pick: 66 s wall, 68 s CPU for the body.)
+Measured (2026-11-27, the course's 2-core machine shared with a sweep and other agents' tests, under
+nice -n 10), `pytest tests/test_class_lab.py`: passed three times. The test's body (the deck, three
+JupyterLab loads, three kernels up to the prompt, the reveal) took 44-70 s wall and 54-59 s CPU (the
+learners' servers and kernels, Chromium, the hub and the service, summed from /proc); with the fixture's
+hub (accounts, the teacher step, three first logins: 16-47 s wall) and the toy deck's build, 73-155 s wall
+in all, the spread being the machine's load; the command above (which exports the notebooks first) took
+165 s on the busy machine. (An earlier version ran the learner copy with Run All and interrupted each
+kernel after the pick: 66 s wall, 68 s CPU for the body.)
 """
 
 from __future__ import annotations
