@@ -3,7 +3,7 @@
 pyproject.toml holds the metadata; this file only adds the lessons' sources (notebooks/NN_*.md) and the
 glossary (book/glossary.md) to the built package as normlab/_course/, where normlab.course finds them
 (`normlab-course init DIR` turns them into a learner's notebooks). Each lesson goes in WITHOUT its
-answers and teacher notes (normlab/answer_key.py: the markers stay, so the learner copies are the same),
+answers and teacher notes (normlab/course/answer_key.py: the markers stay, so the learner copies are the same),
 and the bundle says so (LEARNER-COPIES-ONLY.txt): a learner on a class server cannot run
 `normlab-course init ~/x --solutions`; a teacher's solutions come from the repository (`--from`).
 An editable install (run.py's) reads the checkout instead, so nothing is copied there.
@@ -21,8 +21,8 @@ COURSE_FILES = ["notebooks/[0-9][0-9]_*.md", "book/glossary.md"]
 
 
 def load_answer_key():
-    """normlab/answer_key.py on its own (standard library only: the build need not import normlab)."""
-    spec = importlib.util.spec_from_file_location("normlab_answer_key", HERE / "normlab" / "answer_key.py")
+    """normlab/course/answer_key.py on its own (standard library only: the build need not import normlab)."""
+    spec = importlib.util.spec_from_file_location("normlab_answer_key", HERE / "normlab" / "course" / "answer_key.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

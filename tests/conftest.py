@@ -207,10 +207,19 @@ def build_once(what: str) -> None:
     nbval_book.charge("normlab_build_s", time.time() - t0)
 
 
+def reuse_build(folder: Path, pattern: str) -> bool:
+    """NORMLAB_REUSE_BUILD=1 and ``folder`` holds what a build makes: rerun the browser tests on the build
+    already there (no notebook executed, nothing built)."""
+    return os.environ.get("NORMLAB_REUSE_BUILD") == "1" and any(folder.glob(pattern))
+
+
 @pytest.fixture(scope="session")
-def book_url(executed_notebooks):
-    """Build the book (once per run, from the executed notebooks) and serve it on 127.0.0.1."""
-    build_once("book")
+def book_url(request):
+    """Build the book (once per run, from the executed notebooks) and serve it on 127.0.0.1; with
+    NORMLAB_REUSE_BUILD=1, the book already in build/book/html."""
+    if not reuse_build(ROOT / "build" / "book" / "html", "index.html"):
+        request.getfixturevalue("executed_notebooks")
+        build_once("book")
     url, server = serve(ROOT / "build" / "book" / "html")
     yield url
     server.shutdown()
@@ -230,7 +239,7 @@ def decks_url(request):
     """The slides on 127.0.0.1: slides_url, or with NORMLAB_REUSE_BUILD=1 the decks already in build/slides
     (to rerun the slide tests without building the book and the slides again)."""
     folder = ROOT / "build" / "slides"
-    if os.environ.get("NORMLAB_REUSE_BUILD") == "1" and any(folder.glob("*.slides.html")):
+    if reuse_build(folder, "*.slides.html"):
         url, server = serve(folder)
         yield url
         server.shutdown()

@@ -3,10 +3,12 @@
 * the import graph between normlab modules has no cycle, function-local imports included
   (a local import can hide a cycle from Python, not from this test);
 * each module imports only what its layer may (normlab/__init__.py describes the layers):
-  core < cost < wings; core imports no cost and no wing; lessons import no other lesson;
+  core < cost < course < wings; core imports no cost, no course and no wing; the course layer
+  (normlab/course/: the course machinery, issue 39) imports core only, and of the wings only widgets
+  (the prompt widget) and classroom import it; lessons import no other lesson;
   widgets and companion import no drills and not each other; drills import nothing else of normlab;
   exercises import core, cost, lessons and, of drills, only normlab.drills.report; nothing imports exercises;
-  classroom (the class service, issue 39) imports core only;
+  classroom (the class service, issue 39) imports core and course only;
 * no formula is written twice: no two function bodies are the same code up to local names.
 
 The graph and the rules are plain functions of a folder, so the tests at the bottom plant each
@@ -27,17 +29,19 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "normlab"
 
 COST = {"bench", "fused", "fused_kernel"}               # normlab/<name>.py: the cost layer
+COURSE = "course"                                       # normlab/course/: between cost and the wings
 WINGS = ("lessons", "widgets", "companion", "drills", "exercises", "classroom")   # normlab/<name>/: the wings
 # Which layers a module of each layer may import (its own layer included where listed).
 MAY_IMPORT = {
     "core": {"core"},
     "cost": {"core", "cost"},
+    "course": {"core", "course"},                        # export, init/reset, the prompts, a learner's files
     "lessons": {"core", "cost", "lessons"},              # and within lessons only itself (below)
-    "widgets": {"core", "cost", "widgets"},
+    "widgets": {"core", "cost", "course", "widgets"},    # predict.py: the prompts (normlab.course.predictions)
     "companion": {"core", "cost", "lessons", "companion"},
     "drills": {"drills"},
     "exercises": {"core", "cost", "lessons", "drills", "exercises"},   # of drills only DRILLS_FOR_EXERCISES
-    "classroom": {"core", "classroom"},                  # the class service and its client (issue 39)
+    "classroom": {"core", "course", "classroom"},        # the class service and its client (issue 39)
 }
 DRILLS_FOR_EXERCISES = {"normlab.drills.report"}   # Finding, Report, the guarded call
 MIN_BODY_NODES = 12   # bodies smaller than this (`return x`, `pass`, one attribute) are not formulas
@@ -219,11 +223,11 @@ def subpackages(root: Path, package: str = PACKAGE) -> set[str]:
 
 
 def layer_of(module: str, packages: set[str] = frozenset()) -> str:
-    """core, cost, one of WINGS, or "unknown" (a subpackage, or a module in one, that is no wing)."""
+    """core, cost, course, one of WINGS, or "unknown" (a subpackage, or a module in one, that is no layer)."""
     parts = module.split(".")
     if len(parts) == 1:
         return "core"                                  # the package's __init__.py
-    if parts[1] in WINGS:
+    if parts[1] in WINGS or parts[1] == COURSE:
         return parts[1]
     if len(parts) > 2 or module in packages:
         return "unknown"
@@ -237,7 +241,7 @@ def rule_violations(graph: dict[str, list[Import]], packages: set[str] = frozens
     for module, imports in sorted(graph.items()):
         layer = layer_of(module, packages)
         if layer == "unknown":
-            out.append(f"{module}: in no layer (core, cost, {', '.join(WINGS)}): add it to one")
+            out.append(f"{module}: in no layer (core, cost, {COURSE}, {', '.join(WINGS)}): add it to one")
             continue
         for imp in imports:
             target_layer = layer_of(imp.target, packages)
@@ -350,7 +354,10 @@ def test_no_formula_is_written_twice():
 
 def test_the_graph_sees_the_real_package():
     graph = import_graph(ROOT)
-    assert {"normlab", "normlab.norms", "normlab.drills", "normlab.drills.checks", "normlab.bench"} <= set(graph)
+    assert {"normlab", "normlab.norms", "normlab.drills", "normlab.drills.checks", "normlab.bench",
+            "normlab.course", "normlab.course.predictions"} <= set(graph)
+    assert layer_of("normlab.course.predictions") == layer_of("normlab.course") == "course"
+    assert any(i.target == "normlab.course.predictions" for i in graph["normlab.widgets.predict"])
     assert Import("normlab.env", graph["normlab"][0].line, True) in graph["normlab"]   # __init__.__getattr__: from . import env
     assert any(i.target == "normlab.fused_kernel" and i.local for i in graph["normlab.fused"])
     assert any(i.target == "normlab.drills.report" for i in graph["normlab.drills"])
@@ -449,20 +456,32 @@ def test_each_layer_rule_catches_its_mistake(tmp_path):
         "normlab/drills/checks.py": "X = 1\n",
         "normlab/lessons/layernorm.py": "from ..exercises import base\n",                  # lesson -> exercises
         "normlab/classroom/__init__.py": "",
-        "normlab/classroom/client.py": "from ..widgets import explorer\nfrom .. import norms\n",  # classroom -> widgets
+        "normlab/classroom/client.py": "from ..widgets import explorer\nfrom .. import norms\n"
+                                       "from ..course import predictions\n",           # classroom -> widgets
+        "normlab/record.py": "from .course import predictions\n",                         # core -> course
+        "normlab/fused.py": "def load():\n    import normlab.course\n",                  # cost -> course
+        "normlab/course/__init__.py": "from . import predictions\n",
+        "normlab/course/predictions.py": "from ..widgets import explorer\nfrom .. import norms\n",  # course -> wing
+        "normlab/lessons/warmup.py": "from normlab.course.predictions import entry\n",     # lesson -> course
+        "normlab/widgets/predict.py": "from ..course import predictions\n",               # widget -> course: allowed
     })
     bad = rule_violations(import_graph(root), subpackages(root))
     expected = [
         "normlab.bench (cost) imports normlab.lessons.residuals (lessons), l.1",
         "normlab.classroom.client (classroom) imports normlab.widgets.explorer (widgets), l.1",
         "normlab.companion.errata (companion) imports normlab.drills.report (drills), l.2",
+        "normlab.course.predictions (course) imports normlab.widgets.explorer (widgets), l.1",
         "normlab.drills.report (drills) imports normlab.norms (core), l.2, inside a function",
         "normlab.exercises.base (exercises) imports normlab.drills.checks: of drills only normlab.drills.report, l.3",
-        "normlab.extra: in no layer (core, cost, lessons, widgets, companion, drills, exercises, classroom): add it to one",
+        "normlab.extra: in no layer (core, cost, course, lessons, widgets, companion, drills, exercises, classroom): "
+        "add it to one",
+        "normlab.fused (cost) imports normlab.course (course), l.2, inside a function",
         "normlab.lessons.batchnorm (lessons) imports normlab.drills (drills), l.1",
         "normlab.lessons.layernorm (lessons) imports normlab.exercises.base (exercises), l.1",
         "normlab.lessons.residuals imports another lesson, normlab.lessons.batchnorm, l.1",
+        "normlab.lessons.warmup (lessons) imports normlab.course.predictions (course), l.1",
         "normlab.norms (core) imports normlab.widgets.explorer (widgets), l.2, inside a function",
+        "normlab.record (core) imports normlab.course.predictions (course), l.1",
         "normlab.train (core) imports normlab.bench (cost), l.1",
         "normlab.widgets.explorer (widgets) imports normlab.companion.errata (companion), l.1",
     ]
@@ -472,6 +491,10 @@ def test_each_layer_rule_catches_its_mistake(tmp_path):
     assert not any(b.startswith("normlab.drills (drills)") for b in bad)
     assert not any(b.startswith("normlab.exercises (exercises)") for b in bad)   # exercises -> its own base
     assert not any("imports normlab.drills.report: of drills only" in b for b in bad)   # the one allowed drills module
+    # the course layer: widgets and classroom may import it, it may import the core
+    assert not any(b.startswith(("normlab.widgets.predict", "normlab.course (course)")) for b in bad)
+    assert not any("classroom.client (classroom) imports normlab.course" in b for b in bad)
+    assert not any("course.predictions (course) imports normlab.norms" in b for b in bad)
 
 
 def test_the_same_formula_under_other_names_is_found(tmp_path):

@@ -12,6 +12,7 @@ from urllib.parse import urljoin, urlparse
 import pytest
 
 from conftest import Tab
+from test_browser_widgets import pages_with_widgets
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.md"))
@@ -90,19 +91,167 @@ def site_pages(book_url: str) -> list[str]:
             [f"{book_url}/{n}.html" for n in EXTRA])
 
 
-def test_every_page_is_clean_with_math_images_and_links(browser, book_url, artifacts):
-    seen_math, fetched, tab = 0, set(), Tab(browser)      # one tab, page after page, as a reader
+# --- one walk over every page of the learners' book, three checks on each load (issue 27) ----------------
+
+@pytest.fixture(scope="module")
+def walked_book(browser, book_url, artifacts) -> dict:
+    """Every page of the learners' book opened once, from the book's server, in one tab at 1366x768 (as a
+    learner reads it; a tab that goes from page to page: conftest.Tab), and on each load, in this order:
+    check_page (clean, formulas typeset, figures, links, glyphs); on 09, the errata index's fit
+    (errata_fit); on a lesson page with 先想一想 prompts,
+    the lock before and after a pick of every prompt (lock_check, tests/test_browser_book_lock.py's
+    BETWEEN); on a page with a course widget, after the picks, every widget moved through its controls
+    (test_browser_widgets.exercise) and the explorer's arrow keys. Each check's failures are collected
+    per page: {"math": formulas typeset, "page": [...], "lock": {...}, "widgets": {"pages", "problems"}}.
+    Three page loads per lesson page (issue 27: the lock's walk and the widgets' were walks of their own)."""
+    from test_browser_book_lock import lesson_pages, reveals
+    from test_browser_widgets import pick_every_prompt
+
+    phrases, prompted = reveals(), set(lesson_pages())
+    with_widgets = {p.stem for p in pages_with_widgets(ROOT / "build" / "book" / "html" / "notebooks", "*.html")}
+    out = {"math": 0, "page": [], "errata": None, "lock": {"problems": [], "checked": 0, "outputs": 0},
+           "widgets": {"pages": set(), "problems": []}}
+    fetched, tab = set(), Tab(browser, 1366, 768)
     try:
         for url in site_pages(book_url):
-            seen_math += check_page(tab, url, book_url, fetched, artifacts)
+            name = urlparse(url).path.rsplit("/", 1)[-1].removesuffix(".html")
+            problems = tab.visit(url, settle_ms=300)
+            try:
+                out["math"] += check_page(tab, url, book_url, fetched, artifacts)
+            except AssertionError as err:
+                out["page"].append(str(err))
+            if name == "09_companion":
+                out["errata"] = errata_fit(tab.page, artifacts)
+            if name in prompted:
+                lock_check(tab, name, phrases, out["lock"], artifacts)
+            pick_every_prompt(tab.page)
+            if name in with_widgets:
+                try:
+                    widgets_check(tab.page, name, artifacts)
+                    out["widgets"]["pages"].add(name)
+                except AssertionError as err:
+                    out["widgets"]["problems"].append(f"{name}: {err}")
+            if problems:
+                out["page"].append(f"{url}: {problems}")
     finally:
         tab.close()
-    assert seen_math >= 2  # the intro page: an inline epsilon and the aligned block of three norms
+    return out
+
+
+def test_every_page_is_clean_with_math_images_and_links(walked_book):
+    """check_page on every page of the book (walked_book)."""
+    assert not walked_book["page"], "\n".join(walked_book["page"])
+    assert walked_book["math"] >= 2  # the intro page: an inline epsilon and the aligned block of three norms
+
+
+def test_each_prompts_experiment_waits_for_the_guess(walked_book):
+    """The learners' book's lock (tests/test_browser_book_lock.py says what it is), on every lesson page
+    with prompts: lock_check in walked_book."""
+    lock = walked_book["lock"]
+    assert not lock["problems"], "\n".join(lock["problems"][:30])
+    assert lock["checked"] >= 20 and lock["outputs"] >= 20, lock
+
+
+def test_book_widgets_work_from_a_server_with_no_kernel(walked_book):
+    """The course's widgets on the book's pages from its server, with no kernel (issue 17): widgets_check in
+    walked_book (from file://: tests/test_browser_widgets_course.py)."""
+    done = walked_book["widgets"]
+    assert not done["problems"], "\n".join(done["problems"])
+    assert {"01_residuals", "02_batchnorm", "03_layernorm", "06_placement"} <= done["pages"], done["pages"]
+
+
+def test_the_errata_index_fits_the_book_column_at_1366(walked_book):
+    """Issue 28 item 13: the errata index (09's 勘误索引 table) fits the book's column at 1366 px: nothing
+    clipped, its last column 课程章节 on screen (TABLE_FIT on walked_book's load of 09)."""
+    fit = walked_book["errata"]
+    assert fit is not None, "09 has no 勘误索引 table"
+    assert fit["last"].startswith("课程章节"), fit
+    assert fit["right"] <= fit["column"] + 1 and fit["lastRight"] <= fit["column"] + 1, fit
+    assert not fit["clipped"] and fit["cells"] == 0, fit
+
+
+# The errata index's table in 09's page: its box against the article's column, and any box that clips it.
+TABLE_FIT = r"""() => {
+  const cap = Array.from(document.querySelectorAll("article table caption")).find(c => c.textContent.includes("勘误索引"));
+  if (!cap) return null;
+  const table = cap.closest("table"), col = document.querySelector("article").getBoundingClientRect();
+  const r = table.getBoundingClientRect();
+  let box = table.parentElement, clipped = [];
+  for (; box && box.tagName !== "ARTICLE"; box = box.parentElement)
+    if (box.scrollWidth > box.clientWidth + 1 && getComputedStyle(box).overflowX !== "visible")
+      clipped.push(`${box.tagName}.${box.className} ${box.scrollWidth} > ${box.clientWidth}`);
+  const last = Array.from(table.querySelectorAll("thead th")).pop();
+  const lr = last.getBoundingClientRect();
+  return {width: r.width, right: r.right, column: col.right, clipped, last: last.textContent.trim(), lastRight: lr.right,
+          cells: Array.from(table.querySelectorAll("tbody td:last-child")).filter(td => td.getBoundingClientRect().right > col.right + 1).length};
+}"""
+
+
+
+def lock_check(tab, name: str, phrases: dict, result: dict, artifacts: Path) -> None:
+    """On a lesson page: for every prompt, the outputs between its choices and its answer fold are hidden
+    before a pick, with the cue, and no visible text there holds the answer's key phrases; after a pick of
+    every prompt they show and the cue is gone; on 03, after a reload too. Adds to ``result``."""
+    from test_browser_book_lock import BETWEEN, learner_book
+    from test_browser_widgets import pick_every_prompt
+
+    problems = result["problems"]
+    before = tab.page.evaluate(BETWEEN, True)
+    if not before:
+        problems.append(f"{name}: no choice widget on the page")
+        return
+    for p in before:
+        where = f"{name} {p['key']}"
+        if not p["fold"]:
+            problems.append(f"{where}: no answer fold on the page")
+            continue
+        shown = [o["text"] for o in p["outputs"] if o["visible"]]
+        if shown:
+            problems.append(f"{where}: {len(shown)} output(s) visible before a pick: {shown[:2]}")
+        if p["outputs"] and not (p["cue"] and learner_book.CUE in p["cue"]["text"]):
+            problems.append(f"{where}: outputs held back without the cue")
+        problems += [f"{where}: the text before the fold says {w!r}" for w in phrases.get(p["key"], []) if w in p["text"]]
+        result["outputs"] += len(p["outputs"])
+        result["checked"] += 1
+    if name == "03_layernorm":
+        tab.page.screenshot(path=str(artifacts / "book_lock_03_before.png"))
+    pick_every_prompt(tab.page)          # any option opens the result
+    after = tab.page.evaluate(BETWEEN, False)
+    problems += [f"{name} {p['key']}: an output still hidden after the pick" for p in after
+                 if not all(o["visible"] for o in p["outputs"])]
+    problems += [f"{name} {p['key']}: the cue still shows after the pick" for p in after if p["cue"]]
+    if name == "03_layernorm":           # a reload keeps the picks (one page: a reload costs a page load)
+        tab.page.reload(wait_until="load")
+        again = tab.page.evaluate(BETWEEN, False)
+        problems += [f"{name} {p['key']}: hidden again after a reload" for p in again
+                     if not all(o["visible"] for o in p["outputs"])]
+
+
+def errata_fit(page, artifacts: Path) -> dict | None:
+    """TABLE_FIT on 09's page (None: no errata index), and a screenshot of the table."""
+    fit = page.evaluate(TABLE_FIT)
+    if fit is not None:
+        page.locator("article table caption", has_text="勘误索引").first.scroll_into_view_if_needed()
+        page.screenshot(path=str(artifacts / "book_09_errata_1366.png"))
+    return fit
+
+
+def widgets_check(page, name: str, artifacts: Path) -> None:
+    """Every course widget on the page (after the picks) moved through its controls; the explorer's arrow keys."""
+    from test_browser_widgets import explorer_arrow_keys, exercise, real_widgets
+
+    boxes = real_widgets(page)
+    assert boxes, "no widget rendered"
+    assert not page.locator(".normlab-web-failed").count(), page.locator(".normlab-web-failed").first.inner_text()
+    for i, box in enumerate(boxes):
+        assert exercise(page, box, artifacts, f"widgets_book_server_{name}_{i}") >= 1
+    explorer_arrow_keys(page, boxes, artifacts, f"widgets_book_{name}")
 
 
 def check_page(tab, url: str, book_url: str, fetched: set, artifacts: Path) -> int:
-    """test_every_page_is_clean_with_math_images_and_links on one page; returns its formulas typeset."""
-    problems, page = tab.visit(url, settle_ms=300), tab.page
+    """test_every_page_is_clean_with_math_images_and_links on the page ``tab`` shows (``url``); returns its
+    formulas typeset. (Its console and request problems: walked_book, after the other checks on the page.)"""
+    page = tab.page
     page.wait_for_function("() => !window.MathJax || !MathJax.startup || MathJax.startup.promise", timeout=10000)
     page.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
     name = urlparse(url).path.rsplit("/", 1)[-1].removesuffix(".html")
@@ -131,7 +280,6 @@ def check_page(tab, url: str, book_url: str, fetched: set, artifacts: Path) -> i
     assert page.evaluate(GLYPH_CHECK), f"{url}: Chinese text renders as boxes"
     shot = urlparse(url).path.strip("/").replace("/", "_")
     page.screenshot(path=str(artifacts / f"book_{shot}.png"))
-    assert not problems, f"{url}: {problems}"
     return rendered
 
 

@@ -8,11 +8,13 @@
 - The lock: on every lesson page, for every prompt, the outputs between the prompt's choices and its
   answer fold (found from the choice widget and the fold's marker, not from the lock's own tags) are not
   visible before a pick, a cue says why, and no visible text there holds the answer's key phrases
-  (``reveals`` of normlab/predictions_data.py); after a pick they show, and after a reload too. With
+  (``reveals`` of normlab/course/predictions_data.py); after a pick they show, and after a reload too. With
   localStorage disabled every output shows. At 390x844 the choices and the cue need no sideways scroll.
 
-Cost: one tab over the lesson pages with prompts (no MathJax wait), a phone-size visit and a visit
-without localStorage: about 10 s of browser time; the grep reads the built book's files (~1 s).
+The lock on every lesson page is checked in tests/test_browser_book.py's walk over every page of the book
+(test_each_prompts_experiment_waits_for_the_guess there: one load per page for its checks and these, issue
+27), with BETWEEN, reveals and lesson_pages from here. Cost here: a phone-size visit and a visit without
+localStorage, about 5 s of browser time; the grep reads the built book's files (~1 s).
 """
 
 from __future__ import annotations
@@ -128,59 +130,17 @@ BETWEEN = r"""(withText) => {
 
 
 def reveals() -> dict[str, list[str]]:
-    """"lesson.id" -> the answer's key phrases (normlab/predictions_data.py ``reveals``)."""
-    from normlab import predictions
+    """"lesson.id" -> the answer's key phrases (normlab/course/predictions_data.py ``reveals``)."""
+    from normlab.course import predictions
 
     return {f"{e['lesson']}.{e['id']}": list(e.get("reveals", [])) for e in predictions.entries()}
 
 
 def lesson_pages() -> list[str]:
-    from normlab import predictions
+    from normlab.course import predictions
 
     lessons = {e["lesson"] for e in predictions.entries()}
     return [n for n in NOTEBOOKS if n[:2] in lessons]
-
-
-def test_each_prompts_experiment_waits_for_the_guess(browser, book_url, artifacts):
-    phrases, checked, locked_outputs, problems = reveals(), 0, 0, []
-    tab = Tab(browser, 1366, 768)
-    try:
-        for name in lesson_pages():
-            url = f"{book_url}/notebooks/{name}.html"
-            tab.visit(url)
-            before = tab.page.evaluate(BETWEEN, True)
-            assert before, f"{name}: no choice widget on the page"
-            for p in before:
-                where = f"{name} {p['key']}"
-                if not p["fold"]:
-                    problems.append(f"{where}: no answer fold on the page")
-                    continue
-                shown = [o["text"] for o in p["outputs"] if o["visible"]]
-                if shown:
-                    problems.append(f"{where}: {len(shown)} output(s) visible before a pick: {shown[:2]}")
-                if p["outputs"] and not (p["cue"] and learner_book.CUE in p["cue"]["text"]):
-                    problems.append(f"{where}: outputs held back without the cue")
-                problems += [f"{where}: the text before the fold says {w!r}" for w in phrases.get(p["key"], []) if w in p["text"]]
-                locked_outputs += len(p["outputs"])
-                checked += 1
-            if name == "03_layernorm":
-                tab.page.screenshot(path=str(artifacts / "book_lock_03_before.png"))
-            # pick an option of every prompt (any option opens the result): a click on its first button
-            tab.page.evaluate("() => document.querySelectorAll('.nl-pr-ask[data-key]').forEach("
-                              "a => a.querySelector('.nl-pr-option').click())")
-            after = tab.page.evaluate(BETWEEN, False)
-            problems += [f"{name} {p['key']}: an output still hidden after the pick" for p in after
-                         if not all(o["visible"] for o in p["outputs"])]
-            problems += [f"{name} {p['key']}: the cue still shows after the pick" for p in after if p["cue"]]
-            if name == "03_layernorm":       # a reload keeps the picks (one page: a reload costs a page load)
-                tab.page.reload(wait_until="load")
-                again = tab.page.evaluate(BETWEEN, False)
-                problems += [f"{name} {p['key']}: hidden again after a reload" for p in again
-                             if not all(o["visible"] for o in p["outputs"])]
-    finally:
-        tab.close()
-    assert not problems, "\n".join(problems[:30])
-    assert checked >= 20 and locked_outputs >= 20, (checked, locked_outputs)
 
 
 NO_STORAGE = """Object.defineProperty(window, "localStorage", {configurable: true,

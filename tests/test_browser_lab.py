@@ -1,11 +1,17 @@
-"""JupyterLab in a real browser (one module, so that one JupyterLab server per test run serves them
-all: the ``lab`` fixture is per worker, and a module runs on one worker; issue 27):
+"""JupyterLab in a real browser: one JupyterLab server and ONE JupyterLab page for the whole module
+(the ``lab`` fixture is per worker and a module runs on one worker; every notebook is opened from the
+file browser of the page loaded once, as a learner opens the next lesson: a JupyterLab page load cost
+~3.5 s of CPU, and five of them with seven kernels made this module the run's longest, issue 27):
 
-* run a notebook, see the Chinese glyphs and the figure;
-* the course's widgets through the kernel (moved from tests/test_browser_widgets.py, whose helpers
-  they use): a control change goes to the kernel and the front-end redraws what normlab computes;
+* run the first notebook (00, with the toy widget and a 先想一想 choice after its cells: one kernel), see
+  the Chinese glyphs and the figure;
+* the course's widgets through the kernel (the helpers come from tests/test_browser_widgets.py): a
+  control change goes to the kernel and the front-end redraws what normlab computes (the explorer in 03
+  up to its cell; GradFlow in 01's learner copy, after the learner's Run All and pick);
 * a learner opens an exported lesson: it stays saved; a 先想一想 choice goes through the kernel; the
-  explorer is never squeezed into JupyterLab's scrolled output.
+  explorer is never squeezed into JupyterLab's scrolled output; the learner copy asks before it shows.
+
+Cost: one page load, five kernels (two of them never run a cell), ~60 s of CPU.
 """
 
 from __future__ import annotations
@@ -16,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from normlab import predictions as P
-from normlab.kernelmeta import kernel_metadata
+from normlab.course import predictions as P
+from normlab.course.kernelmeta import kernel_metadata
 from test_browser_book import GLYPH_CHECK
 from test_browser_widgets import (DRAWN, GRID_BADGE, LIST_CONTROLS, LIVE_BADGE, TOY_CELL, drawn_explorer,
                                   drawn_gradflow, grid_groups, watch)
@@ -33,16 +39,19 @@ OUTPUT_FINGERPRINT = """(area) => Array.from(area.querySelectorAll('img, .widget
   .map(e => e.tagName === 'IMG' ? e.src + '#' + e.naturalWidth : e.textContent).join('|')"""
 
 
+CURRENT = ".jp-NotebookPanel:not(.lm-mod-hidden)"       # the notebook of the current tab (the others stay open)
+
+
+def current(page):
+    return page.locator(CURRENT)
+
+
 def run_all(page, lab, name: str) -> None:
-    # a workspace of its own (reset), so no tab of an earlier test is open beside it
-    page.goto(f"{lab['base']}/lab/workspaces/t{name}/tree/{name}.ipynb?reset&token={lab['token']}")
-    page.wait_for_selector(".jp-Notebook", timeout=60000)
-    # the kernel is connected once the status bar says so; Run All before that is dropped
-    page.wait_for_selector(".jp-StatusBar-TextItem:has-text('| Idle')", timeout=60000)
-    page.wait_for_timeout(500)
-    started = """() => Array.from(document.querySelectorAll('.jp-CodeCell .jp-InputPrompt'))
-        .some(p => /\\[(\\*|\\d+)\\]/.test(p.textContent))"""
-    finished = """() => Array.from(document.querySelectorAll('.jp-CodeCell .jp-InputPrompt'))
+    """Open ``name`` from the file browser (open_from_file_browser) and Run All, until every cell ran."""
+    open_from_file_browser(page, lab, name)
+    prompts = f"document.querySelectorAll('{CURRENT} .jp-CodeCell .jp-InputPrompt')"
+    started = f"""() => Array.from({prompts}).some(p => /\\[(\\*|\\d+)\\]/.test(p.textContent))"""
+    finished = f"""() => Array.from({prompts})
         .every(p => /\\[\\d+\\]/.test(p.textContent) || !p.textContent.trim())"""   # blank: a folded cell (setup)
     for attempt in range(3):  # a Run All sent while the kernel is still settling can be dropped
         page.click(".lm-MenuBar-itemLabel:text-is('Run')")
@@ -60,38 +69,103 @@ def run_all(page, lab, name: str) -> None:
 
 
 def errors_in(page) -> list[str]:
+    """Error outputs in any open notebook (the earlier tabs' too)."""
     return page.evaluate("""() => Array.from(document.querySelectorAll(
         '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.error"]')).map(e => e.textContent.slice(0, 300))""")
 
 
-def test_first_notebook_runs_in_jupyterlab_with_chinese_glyphs(browser, lab, artifacts):
+@pytest.fixture(scope="module")
+def lab_page(browser, lab):
+    """The module's one JupyterLab page (a workspace of its own, reset: no tab of an earlier run), with its
+    problems (console errors, page errors, failed requests, requests leaving 127.0.0.1). Every notebook
+    the tests open is written before the page loads (the file browser lists it at once)."""
+    write_notebooks(lab)
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    run_all(page, lab, "00_course_map")
+    problems = watch(page)
+    page.goto(f"{lab['base']}/lab/workspaces/normlab-tests?reset&token={lab['token']}")
+    page.wait_for_selector(".jp-DirListing-item", timeout=60000)
+    yield page, problems
+    page.close()
+    assert not [p for p in problems if p.startswith("network")], problems
+
+
+def write_notebooks(lab) -> None:
+    """zz_00_toy (first_notebook_and_toy), zz_03_open (lab03), zz_old_metadata (the saved-lesson control)
+    and zz_prompts (first_prompts_notebook) in the server's folder."""
+    first_notebook_and_toy(lab)
+    lesson_03_up_to_the_explorer(lab)
+    old_metadata_copy(lab)
+    first_prompts_notebook(lab["dir"])
+
+
+TOY_STORE = "predictions 99.json"       # the toy's guesses, in the server's folder (not the tester's ~/.normlab)
+TOY_KEY = ("01", "rezero-std")          # a prompt no other notebook of the page shows (the lock is page-wide)
+
+
+def first_notebook_and_toy(lab) -> None:
+    """00_course_map as exported, then the host alone: anywidget loads the toy module, beside it a 先想一想
+    choice and its answer fold (marked as the export marks it)."""
+    import nbformat
+
+    nb = nbformat.read(lab["dir"] / "00_course_map.ipynb", 4)
+    store = lab["dir"] / TOY_STORE
+    key = ".".join(TOY_KEY)
+    nb.cells += [
+        nbformat.v4.new_code_cell(f"import os\nos.environ['NORMLAB_PREDICTIONS'] = {str(store)!r}\n"
+                                  f'from normlab.widgets import predict\npredict.ask("{TOY_KEY[0]}", "{TOY_KEY[1]}")'),
+        nbformat.v4.new_markdown_cell(f"<details><summary>答案 (answer){P.answer_marker(key)}</summary>\n\n"
+                                      f"{key} 的答案\n\n</details>"),
+        nbformat.v4.new_code_cell(TOY_CELL)]
+    nb.cells = [nbformat.from_dict({**c, "id": f"t{i}"}) for i, c in enumerate(nb.cells)]
+    nbformat.write(nb, lab["dir"] / "zz_00_toy.ipynb")
+
+
+def run_once(lab_page, lab, name: str, store: str, width: int, height: int) -> dict:
+    """``name`` run (Run All) in the module's page at width x height, its guesses file ``store`` (in the
+    server's folder) not there before: {"page", "store"}."""
+    page, _ = lab_page
+    (lab["dir"] / store).unlink(missing_ok=True)
+    page.set_viewport_size({"width": width, "height": height})
+    run_all(page, lab, name)
+    return {"page": page, "store": lab["dir"] / store}
+
+
+@pytest.fixture(scope="module")
+def lab00(lab_page, lab):
+    """zz_00_toy run once, at 1400x1000."""
+    return run_once(lab_page, lab, "zz_00_toy", TOY_STORE, 1400, 1000)
+
+
+def test_first_notebook_runs_in_jupyterlab_with_chinese_glyphs(lab00, artifacts):
+    """00's cells (and the toy's after them) run in JupyterLab without an error; its figure is drawn; the
+    Chinese text renders as glyphs."""
+    page = lab00["page"]
+    show_tab(page, "zz_00_toy")
     assert not errors_in(page)
-    assert page.locator(".jp-OutputArea-output img").count() >= 1  # the figure was drawn
+    assert current(page).locator(".jp-OutputArea-output img").count() >= 1  # the figure was drawn
     assert page.evaluate(GLYPH_CHECK)
     page.screenshot(path=str(artifacts / "lab_00_course_map.png"))
-    page.close()
 
 
 # --- JupyterLab: the same front-end, through the kernel --------------------------------------------
 
-LAB_NOTEBOOKS = {"03_layernorm": "explorer", "01_residuals": "gradflow"}
 LAB_SETTINGS = {"gradflow": dict(depth=32, wiring="plain", norm="none")}   # 01's GradFlow(...) cell
 
 
-def live_view(page):
-    """The output area that holds an anywidget front-end (its native controls)."""
-    view = page.locator(".jp-OutputArea-output:has(select)").first
+def live_view(page, call: str = ""):
+    """The output area that holds an anywidget front-end (its native controls), in the current notebook
+    (``call``: in the code cell whose source holds it, e.g. "GradFlow(")."""
+    cells = current(page).locator(".jp-CodeCell", has=page.locator(".cm-content", has_text=call)) if call else current(page)
+    view = cells.locator(".jp-OutputArea-output:has(select)").first
     view.wait_for(timeout=30000)
     view.scroll_into_view_if_needed()
     return view
 
 
-def change_live_control(page, name: str, widget: str, artifacts: Path) -> None:
-    """Pick another option of the widget's first <select>; the picture must change, which only the
-    kernel can make happen (the front-end draws on change:data, and data comes from Python)."""
-    view = live_view(page)
+def change_live_control(page, name: str, widget: str, artifacts: Path, call: str = "") -> None:
+    """Pick another option of the widget's first <select>; the picture must change to what normlab
+    computes for the new state (KERNEL_ANSWER: the kernel's, or the grid it sent, issue 36)."""
+    view = live_view(page, call)
     page.wait_for_timeout(500)
     page.screenshot(path=str(artifacts / f"widgets_lab_{name}_before.png"))
     assert LIVE_BADGE in view.text_content(), f"{name}: the widget does not say {LIVE_BADGE}"
@@ -168,37 +242,21 @@ def answer_gradflow(view) -> None:
 KERNEL_ANSWER = {"explorer": answer_explorer, "gradflow": answer_gradflow}
 
 
-def test_lab_toy_redraws_through_the_kernel(browser, lab, artifacts):
+def test_lab_toy_redraws_through_the_kernel(lab00, artifacts):
     """The host alone in JupyterLab: anywidget loads the toy module, a control change goes to the
     kernel, compute() answers, the front-end redraws. Beside it a 先想一想 choice and its answer fold
     (marked as the export marks it): the fold stays shut until a pick, which the kernel records."""
-    import nbformat
-
-    from normlab import predictions as P
-
-    store = lab["dir"] / "predictions 99.json"                 # not the tester's own ~/.normlab
-    store.unlink(missing_ok=True)
-    nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell(f"import os\nos.environ['NORMLAB_PREDICTIONS'] = {str(store)!r}\n"
-                                  'from normlab.widgets import predict\npredict.ask("01", "depth-std")'),
-        nbformat.v4.new_markdown_cell(f"<details><summary>答案 (answer){P.answer_marker('01.depth-std')}</summary>\n\n"
-                                      "depth-std 的答案\n\n</details>"),
-        nbformat.v4.new_code_cell(TOY_CELL)])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, lab["dir"] / "99_toy.ipynb")
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    problems = watch(page)
-    run_all(page, lab, "99_toy")
-    answer_shut_until_a_pick(page, store, artifacts)
+    page = lab00["page"]
+    show_tab(page, "zz_00_toy")
+    answer_shut_until_a_pick(page, lab00["store"], artifacts)
     change_live_control(page, "99_toy", "_toy", artifacts)
-    page.close()
-    assert not [p for p in problems if p.startswith("network")], problems
 
 
 def answer_shut_until_a_pick(page, store: Path, artifacts: Path) -> None:
     """JupyterLab's sanitizer keeps the fold's marker; a click on the fold before a pick leaves it shut
     and says why; the kernel's reply to a pick (data-saved, the file written) opens it."""
-    ask, fold = page.locator(".nl-pr-ask"), page.locator(".jp-MarkdownCell details:has(.nl-answer-for-01-depth-std)")
+    key = ".".join(TOY_KEY)
+    ask, fold = current(page).locator(".nl-pr-ask"), current(page).locator(f".jp-MarkdownCell details:has(.{P.answer_class(key)})")
     ask.wait_for(timeout=30000)
     fold.scroll_into_view_if_needed()
     assert ask.get_attribute("data-lock") == "1" and not store.exists()
@@ -209,63 +267,31 @@ def answer_shut_until_a_pick(page, store: Path, artifacts: Path) -> None:
     page.screenshot(path=str(artifacts / "predict_lab_locked.png"))
     ask.get_by_role("radio", name="(B)").click()
     page.wait_for_selector(".nl-pr-ask[data-saved='1'][data-lock='0']", timeout=3000)   # before the 4 s fail-open
-    assert '"01.depth-std"' in store.read_text(encoding="utf-8")
+    assert f'"{key}"' in store.read_text(encoding="utf-8")
     fold.locator("summary").click()
     page.wait_for_timeout(200)
     assert fold.evaluate("d => d.open") and fold.locator(".nl-answer-why").count() == 0
     page.screenshot(path=str(artifacts / "predict_lab_opened.png"))
 
 
-WIDGET_CALL = {"explorer": "AxesExplorer(", "gradflow": "GradFlow("}
-
-
-def up_to_widget(folder: Path, name: str, widget: str) -> str:
-    """A copy of the lesson that ends with the cell that shows ``widget`` (every cell before it kept, in
-    order: the widget sees the kernel state a learner's Run All gives it). The cells after it are no
-    part of this test: nbval runs every cell of the lesson in this run (solution and learner copies),
-    and running them here too made JupyterLab execute 01 and 03 a fourth time (01: 45 s)."""
-    import nbformat
-
-    nb = nbformat.read(folder / f"{name}.ipynb", 4)
-    last = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and WIDGET_CALL[widget] in c.source)
-    nb.cells = nb.cells[:last + 1]
-    nbformat.write(nb, folder / f"{name}_widget.ipynb")
-    return f"{name}_widget"
-
-
-@pytest.mark.parametrize("name", list(LAB_NOTEBOOKS))
-def test_lab_widget_redraws_through_the_kernel(browser, lab, lab03, artifacts, name):
-    """01 up to its GradFlow cell in a page of its own; 03 on lab03's page (03 up to its explorer, run
-    once for this test and the choice test below: issue 27)."""
-    if name == "03_layernorm":
-        page, problems = lab03["page"], lab03["problems"]
-    else:
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        problems = watch(page)
-        run_all(page, lab, up_to_widget(lab["dir"], name, LAB_NOTEBOOKS[name]))
+def test_lab_widget_redraws_through_the_kernel(lab03, artifacts):
+    """03's explorer on lab03's page (03 up to its explorer, run once for this test and the choice test
+    below: issue 27). GradFlow (01) is checked in 01's learner copy: asks_then_runs_on."""
+    page = lab03["page"]
+    show_tab(page, "zz_03_open")
     assert not errors_in(page), errors_in(page)
-    change_live_control(page, name, LAB_NOTEBOOKS[name], artifacts)
-    if page is not lab03["page"]:
-        page.close()
-    assert not [p for p in problems if p.startswith("network")], problems
+    change_live_control(page, "03_layernorm", "explorer", artifacts)
 
 
 # --- JupyterLab, as a learner opens a lesson the course exported (issue 28 items 2 and 5):
 #
 # * opening it does not mark it unsaved (the export writes the kernelspec and language_info the kernel
-#   would write: normlab/kernelmeta.py); control: the same notebook with the sources' old metadata is
+#   would write: normlab/course/kernelmeta.py); control: the same notebook with the sources' old metadata is
 #   marked unsaved at once, so the check can fail;
 # * a 先想一想 choice goes through the kernel into the guesses file, and the lesson's summary scores it;
 # * the axes explorer is never squeezed into JupyterLab's 24em (312 px) scrolled-output box (a click on
 #   the output's left edge turns it on): the whole grid stays visible, without an inner scroll bar.
 DIRTY = "() => document.querySelector('.lm-TabBar-tab.jp-mod-current.jp-mod-dirty') !== null"
-
-
-def open_notebook(page, lab, name: str) -> None:
-    """Open ``name`` in a workspace of its own, until its kernel is idle."""
-    page.goto(f"{lab['base']}/lab/workspaces/o{name}/tree/{name}.ipynb?reset&token={lab['token']}")
-    page.wait_for_selector(".jp-Notebook", timeout=60000)
-    page.wait_for_selector(".jp-StatusBar-TextItem:has-text('| Idle')", timeout=60000)
 
 
 def open_from_file_browser(page, lab, name: str) -> None:
@@ -274,7 +300,7 @@ def open_from_file_browser(page, lab, name: str) -> None:
     kernel is idle (the server's session says so; the status bar follows the current tab)."""
     import requests
 
-    page.locator(".jp-DirListing-item", has_text=f"{name}.ipynb").first.dblclick()
+    page.locator(".jp-DirListing-item", has_text=f"{name}.ipynb").first.dblclick()   # (an open one: its tab)
     page.wait_for_selector(f".lm-TabBar-tab.jp-mod-current:has-text('{name}.ipynb')", timeout=30000)
 
     def idle() -> bool:
@@ -286,6 +312,13 @@ def open_from_file_browser(page, lab, name: str) -> None:
         page.wait_for_timeout(100)
     else:
         raise AssertionError(f"{name}: its kernel never became idle")
+    page.wait_for_selector(".jp-StatusBar-TextItem:has-text('| Idle')", timeout=60000)
+
+
+def show_tab(page, name: str) -> None:
+    """Make the open notebook ``name`` the current tab (a test's notebook, after another test opened others)."""
+    page.locator(".lm-DockPanel .lm-TabBar-tab", has_text=f"{name}.ipynb").first.click()
+    page.wait_for_selector(f".lm-TabBar-tab.jp-mod-current:has-text('{name}.ipynb')", timeout=30000)
     page.wait_for_selector(".jp-StatusBar-TextItem:has-text('| Idle')", timeout=60000)
 
 
@@ -303,17 +336,28 @@ def test_kernel_metadata_is_what_ipykernel_reports():
     assert meta["kernelspec"] == {"name": "python3", "display_name": spec.display_name, "language": spec.language}
 
 
-def test_opening_an_exported_lesson_leaves_it_saved(browser, lab):
+def old_metadata_copy(lab) -> None:
+    """zz_old_metadata: 02 as exported, with the sources' metadata before the fix (the control), cut after
+    its first cells (what marks it unsaved is its metadata; a whole lesson costs JupyterLab ~3 s of CPU
+    to draw)."""
     import nbformat
 
     nb = nbformat.read(lab["dir"] / "02_batchnorm.ipynb", 4)
-    assert nb.metadata["kernelspec"] == kernel_metadata()["kernelspec"]
-    old = nbformat.from_dict(json.loads(json.dumps(nb)))           # control: the metadata before the fix
+    old = nbformat.from_dict(json.loads(json.dumps(nb)))
+    old.cells = old.cells[:4]
     old.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     del old.metadata["language_info"]
     nbformat.write(old, lab["dir"] / "zz_old_metadata.ipynb")
-    page = browser.new_page(viewport={"width": 1280, "height": 800})
-    open_notebook(page, lab, "zz_old_metadata")
+
+
+def test_opening_an_exported_lesson_leaves_it_saved(lab_page, lab):
+    import nbformat
+
+    page, _ = lab_page
+    nb = nbformat.read(lab["dir"] / "02_batchnorm.ipynb", 4)
+    assert nb.metadata["kernelspec"] == kernel_metadata()["kernelspec"]
+    page.set_viewport_size({"width": 1280, "height": 800})
+    open_from_file_browser(page, lab, "zz_old_metadata")        # control: the metadata before the fix
     # JupyterLab writes the kernel's metadata once kernel_info has come back: the control shows how long
     # after "Idle" that takes here; the exported lesson gets three times as long (at least 1 s) to do it
     t0 = time.perf_counter()
@@ -326,48 +370,51 @@ def test_opening_an_exported_lesson_leaves_it_saved(browser, lab):
     open_from_file_browser(page, lab, "02_batchnorm")      # as a learner opens the next lesson
     page.wait_for_timeout(settle_ms)
     assert not dirty(page), f"opening the exported lesson marked it unsaved (within {settle_ms:.0f} ms of Idle)"
-    page.close()
+
+
+LAB03_STORE = "predictions 03.json"     # 03's guesses, a file of their own in the server's folder
+
+
+def lesson_03_up_to_the_explorer(lab) -> None:
+    """zz_03_open: lesson 03's code cells up to the axes explorer's (the kernel state a learner's Run All
+    gives it; its prose is no part of these tests, and costs JupyterLab CPU to typeset), with the guesses
+    file set in a first cell and the lesson's summary after it."""
+    import nbformat
+
+    nb = nbformat.read(lab["dir"] / "03_layernorm.ipynb", 4)
+    last = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "AxesExplorer(" in c.source)
+    nb.cells = [c for c in nb.cells[:last + 1] if c.cell_type == "code"]
+    nb.cells.insert(1, nbformat.v4.new_code_cell(f"import os\nos.environ['NORMLAB_PREDICTIONS'] = {str(lab['dir'] / LAB03_STORE)!r}"))
+    nb.cells.append(nbformat.v4.new_code_cell(P.summary_source("03"), metadata={"tags": [P.SUMMARY_TAG]}))
+    nbformat.write(nb, lab["dir"] / "zz_03_open.ipynb")
 
 
 @pytest.fixture(scope="module")
-def lab03(browser, lab, tmp_path_factory):
-    """Lesson 03 up to the axes explorer's cell, with the guesses file in a folder of its own (set in a
-    first cell) and the lesson's summary after it, run once in JupyterLab at 1280x800:
-    {"page", "problems" (network requests), "store"}."""
-    import nbformat
-
-    store = tmp_path_factory.mktemp("guesses") / "predictions.json"
-    nb = nbformat.read(lab["dir"] / "03_layernorm.ipynb", 4)
-    last = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "AxesExplorer(" in c.source)
-    nb.cells = nb.cells[:last + 1]
-    nb.cells.insert(1, nbformat.v4.new_code_cell(f"import os\nos.environ['NORMLAB_PREDICTIONS'] = {str(store)!r}"))
-    nb.cells.append(nbformat.v4.new_code_cell(P.summary_source("03"), metadata={"tags": [P.SUMMARY_TAG]}))
-    nbformat.write(nb, lab["dir"] / "zz_03_open.ipynb")
-    page = browser.new_page(viewport={"width": 1280, "height": 800})
-    problems = watch(page)
-    run_all(page, lab, "zz_03_open")
-    yield {"page": page, "problems": problems, "store": store}
-    page.close()
+def lab03(lab_page, lab):
+    """zz_03_open run once, at 1280x800."""
+    return run_once(lab_page, lab, "zz_03_open", LAB03_STORE, 1280, 800)
 
 
 def test_choice_goes_through_the_kernel_and_the_explorer_is_never_squeezed(lab03, artifacts):
     page, store = lab03["page"], lab03["store"]
+    page.set_viewport_size({"width": 1280, "height": 800})
+    show_tab(page, "zz_03_open")
     assert not errors_in(page), errors_in(page)
     # 1. the first 先想一想 of 03: "除以 E − 1" is (B)
-    ask = page.locator(".nl-pr-ask").first
+    ask = current(page).locator(".nl-pr-ask").first
     ask.scroll_into_view_if_needed()
     assert ask.get_attribute("data-source") == "live" and not store.exists()
     ask.get_by_role("radio", name="(B)").click()
     page.wait_for_function("el => el.dataset.saved === '1'", arg=ask.element_handle(), timeout=30000)
     saved = json.loads(store.read_text(encoding="utf-8"))["guesses"]
     assert saved["03.var-default"]["choice"] == "B"
-    summary = page.locator(".nl-pr-summary")
+    summary = current(page).locator(".nl-pr-summary")
     summary.scroll_into_view_if_needed()
     page.wait_for_function("el => el.dataset.right === '1'", arg=summary.element_handle(), timeout=30000)
     assert summary.locator("tbody tr").first.get_attribute("data-result") == "right"
     page.screenshot(path=str(artifacts / "lab_predict_summary.png"))
     # 2. the explorer's output in JupyterLab's scrolled mode (a click on the output's left edge)
-    out = page.locator(".jp-CodeCell:has(.nl-explorer)")
+    out = current(page).locator(".jp-CodeCell:has(.nl-explorer)")
     out.scroll_into_view_if_needed()
     overlay = out.locator(".jp-OutputArea-promptOverlay").first
     overlay.click()
@@ -388,26 +435,27 @@ def test_choice_goes_through_the_kernel_and_the_explorer_is_never_squeezed(lab03
 
 # --- JupyterLab, the learner copy: a question before it is code (issue 36) -------------------------------
 #
-# One notebook, opened in lab03's tab (no second JupyterLab load): lesson 01's learner copy up to its second
-# choice cell, then the first prompt of each other lesson as its learner copy lays it out (the prompt's
+# One notebook, opened in the module's page (no second JupyterLab load): lesson 01's learner copy up to its
+# second choice cell (its GradFlow cell among them), then the first prompt of each other lesson as its learner copy lays it out (the prompt's
 # markdown cell through its answer fold), and last, as the control, 01's first experiment cell as the
 # solution copy has it (its code in view). Before any cell runs, every prompt shows its question and its
 # choices, and no code is in view but the control's; Run All stops at 01's first prompt before its
 # experiment; the pick goes through the kernel and the run goes on, opening the experiment's code, up to
-# the second prompt; an interrupt there ends the run with one line.
+# the second prompt; an interrupt there ends the run with one line. Then GradFlow, which that run showed,
+# redraws through the kernel (change_live_control), in the kernel state a learner's Run All gives it.
 
 def first_prompts_notebook(folder: Path) -> tuple[str, list[dict]]:
     """zz_prompts.ipynb in ``folder`` (above); returns its name and the entries of the prompts in it."""
     import nbformat
 
     def learner(lesson: str):
-        name = next(p for p in sorted(folder.glob(f"{lesson}_*.ipynb")) if not p.stem.endswith("_widget")
-                    and (p.stem.endswith("_learner") or not p.with_name(f"{p.stem}_learner.ipynb").exists()))
+        name = next(p for p in sorted(folder.glob(f"{lesson}_*.ipynb"))
+                    if p.stem.endswith("_learner") or not p.with_name(f"{p.stem}_learner.ipynb").exists())
         return nbformat.read(name, 4)
 
     nb = learner("01")
     asks = [i for i, c in enumerate(nb.cells) if P.PREDICT_TAG in c.metadata.get("tags", [])]
-    cells = [c for c in nb.cells[:asks[1] + 1] if "GradFlow(" not in c.source]      # (its widget: no part of this)
+    cells = nb.cells[:asks[1] + 1]
     shown = [P.entry("01", "depth-std"), P.entry("01", "typical-gain")]
     for lesson in ("02", "03", "04", "05", "06", "07", "08", "09"):
         other = learner(lesson).cells
@@ -429,21 +477,19 @@ IN_VIEW_CODE = """(panel) => Array.from(panel.querySelectorAll('.jp-CodeCell .jp
     .map(e => e.textContent)"""
 
 
-def test_learner_copy_asks_before_it_shows_and_run_all_waits_for_the_guess(lab, lab03, artifacts):
-    """~6 s of CPU here (the kernel's imports and 01's first experiment; JupyterLab is already loaded)."""
-    page = lab03["page"]
+def test_learner_copy_asks_before_it_shows_and_run_all_waits_for_the_guess(lab, lab_page, artifacts):
+    """~10 s of CPU here (the kernel's imports, 01's first experiment and its GradFlow; JupyterLab is
+    already loaded)."""
+    page, _ = lab_page
     page.set_viewport_size({"width": 1366, "height": 768})
-    try:
-        asks_then_runs_on(page, lab, artifacts)
-    finally:
-        page.set_viewport_size({"width": 1280, "height": 800})
+    asks_then_runs_on(page, lab, artifacts)
 
 
 def asks_then_runs_on(page, lab, artifacts: Path) -> None:
     import nbformat
     import requests
 
-    name, shown = first_prompts_notebook(lab["dir"])
+    name, shown = "zz_prompts", first_prompts_notebook(lab["dir"])[1]      # (written before the page loaded)
     n = len(nbformat.read(lab["dir"] / f"{name}.ipynb", 4).cells)
     page.evaluate("() => { window.__guesses = []; document.addEventListener('normlab:guess', e => window.__guesses.push(e.detail)); }")
     open_from_file_browser(page, lab, name)
@@ -473,7 +519,7 @@ def asks_then_runs_on(page, lab, artifacts: Path) -> None:
     control.scroll_into_view_if_needed()
     page.wait_for_timeout(300)
     code = panel.evaluate(IN_VIEW_CODE)
-    assert len(code) == 2 and "expect(" in code[-1], code          # imports; the control (the setup cell is folded)
+    assert len(code) == 3 and "GradFlow(" in code[1] and "expect(" in code[-1], code   # imports, GradFlow; the control
     assert not any("expect(" in c or "predict" in c for c in code[:-1]), code
     # 2. Run All stops at the first prompt, before its experiment, and says so in one line
     page.click(".lm-MenuBar-itemLabel:text-is('Run')")
@@ -531,6 +577,8 @@ def asks_then_runs_on(page, lab, artifacts: Path) -> None:
     assert error.get_attribute("data-mime-type") == "application/vnd.jupyter.stderr"
     page.wait_for_selector(".jp-StatusBar-TextItem:has-text('| Idle')", timeout=30000)
     assert panel.locator(".nl-pr-ask").count() == 2                     # the later prompts never ran
+    # 5. GradFlow (shown by the run before the second prompt) redraws through the now idle kernel
+    change_live_control(page, "01_residuals", "gradflow", artifacts, call="GradFlow(")
     requests.delete(f"{lab['base']}/api/sessions/{[s['id'] for s in sessions if s['path'] == f'{name}.ipynb'][0]}",
                     params={"token": lab["token"]}, timeout=10)
 

@@ -136,6 +136,26 @@ def widgets(page):
     return page.locator(".normlab-web").element_handles()
 
 
+def pages_with_widgets(folder: Path, pattern: str) -> list[Path]:
+    """The built pages holding an explorer or a gradient-flow widget (the 先想一想 choices are on every
+    lesson's page: tests/test_predictions.py drives them)."""
+    return sorted(p for p in folder.glob(pattern)
+                  if any(f'data-widget="{w}"' in p.read_text(encoding="utf-8") for w in ("explorer", "gradflow")))
+
+
+def pick_every_prompt(page) -> None:
+    """Pick an option of every 先想一想 prompt on a page of the learners' book (a click on its first option):
+    a prompt's experiment, a widget among it, shows after a pick (issue 40)."""
+    from conftest import bench_widgets
+
+    page.evaluate(bench_widgets.PICK_EVERY_PROMPT)
+
+
+def real_widgets(page) -> list:
+    """The course's explorer and gradient-flow widgets on a page, once rendered."""
+    return [b for b in widgets(page) if b.get_attribute("data-widget") in ("explorer", "gradflow")]
+
+
 def badge_text(box) -> str:
     return box.evaluate("b => Array.from(b.querySelectorAll('*')).filter(e => e.offsetParent !== null || "
                         "getComputedStyle(e).position === 'fixed').map(e => e.textContent).join(' ')")
@@ -223,9 +243,9 @@ CHECKS = {"_toy": (check_toy, drawn_toy), "explorer": (check_explorer, drawn_exp
 
 
 def exercise(page, box, artifacts: Path, shot: str, per_control: int = 3, skip: tuple[str, ...] = ()) -> int:
-    """Move every control of one static widget through some of its values, as a user would (but the
-    controls labelled in ``skip``). After each move the state the page looked up (the shim's data-key)
-    holds the new value, the drawn picture is the grid's entry for that key, and the picture changed
+    """Move every control of one static widget through some of its values (``per_control`` of them, spread
+    over its range; 1: its last), as a user would (but the controls labelled in ``skip``). After each move
+    the state the page looked up (the shim's data-key) holds the new value, the drawn picture is the grid's entry for that key, and the picture changed
     when the entry did; a refused setting shows its message. Returns the number of drawn states checked."""
     name = box.get_attribute("data-widget")
     check, drawn = CHECKS[name]
@@ -242,8 +262,8 @@ def exercise(page, box, artifacts: Path, shot: str, per_control: int = 3, skip: 
         if label not in now:                      # e.g. a size slider of the other layout
             continue
         values = [v for v in now[label]["values"] if v != now[label]["value"]]
-        picks = values if len(values) <= per_control else [values[i * (len(values) - 1) // (per_control - 1)]
-                                                             for i in range(per_control)]
+        picks = values if len(values) <= per_control else [values[-1]] if per_control == 1 else \
+            [values[i * (len(values) - 1) // (per_control - 1)] for i in range(per_control)]
         for v in picks:
             key_before, seen_before = box.get_attribute("data-key"), drawn(box)
             ms = page.evaluate(SET_CONTROL, [box, label, v, 2])

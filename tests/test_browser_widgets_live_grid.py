@@ -8,7 +8,9 @@ the controls sent): a state the grid holds is drawn from the grid at once (``el.
 outside the grid is not drawn until the kernel answers (here: never). Without the grid path nothing
 redraws here at all. Python's side: the ``grid`` trait unpacks to the widget's static grid, and the kernel
 answers a grid state with the grid's entry (what the browser drew), not a fresh computation.
-About 3 s (one page per widget)."""
+The momentum widget's grid is all its states (m = 0.01 .. 0.99): every slider position is drawn from it;
+the control is the same page without the grid trait, where nothing redraws. About 4 s (one page per widget,
+the momentum control a second one)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import json
 
 import pytest
 
-from normlab.widgets import explorer, gradflow, grid_file
+from normlab.widgets import explorer, gradflow, grid_file, momentum
 from normlab.widgets.web_host import esm_text
 
 PAGE = """<!doctype html><html><head><meta charset='utf-8'><link rel='icon' href='data:,'></head>
@@ -62,9 +64,10 @@ CHANGE = """async ([name, value, ms]) => {
 }"""
 
 
-def live_page(browser, tmp_path, w):
+def live_page(browser, tmp_path, w, grid: bool = True):
+    """``w``'s front-end over a live model (a kernel that never answers); ``grid`` False: without the grid trait."""
     state = {"controls": w.controls, "data": w.data, "spec": w.spec, "source": "live", "error": "",
-             "grid": w.grid, "grid_meta": w.grid_meta}
+             "grid": w.grid if grid else "", "grid_meta": w.grid_meta if grid else {}}
     html = (PAGE.replace("__STATE__", json.dumps(state, ensure_ascii=False).replace("<", "\\u003c"))
             .replace("__ESM__", json.dumps(esm_text(w.web_name)).replace("<", "\\u003c")))
     path = tmp_path / f"{w.web_name}-live.html"
@@ -123,3 +126,41 @@ def test_the_explorer_draws_a_grid_state_without_the_kernel(browser, tmp_path):
     finally:
         page.close()
     assert not errors, errors
+
+
+def momentum_lab():
+    import normlab
+    from normlab.lessons import batchnorm as bn_lab
+
+    normlab.setup()
+    return momentum.MomentumLab(trace=bn_lab.running_trace, conventions=bn_lab.CONVENTIONS, seed=0)   # as lesson 02
+
+
+def test_the_momentum_grid_is_every_state_and_the_kernel_answers_from_it():
+    w = momentum_lab()
+    assert w.grid_meta == {"order": ["m100"], "fixed": {}}
+    grid = unpacked(w)
+    assert grid == w.static_grid() and sorted(map(int, grid)) == list(range(1, 100))
+    assert grid["37"]["panels"][0]["trace"] == pytest.approx(w.series(0.37, "pytorch"), rel=1e-3)   # the lesson's numbers
+    w.update(m=0.37)
+    assert w.data == grid["37"]
+
+
+def test_momentum_draws_every_slider_position_from_the_grid_without_the_kernel(browser, tmp_path):
+    w = momentum_lab()
+    grid = w.static_grid()
+    page, errors = live_page(browser, tmp_path, w)
+    try:
+        for m100 in (37, 99, 1):
+            got = page.evaluate(CHANGE, ["m100", m100, 2000])
+            assert got["answer"] == "grid" and squeezed(grid[str(m100)]["caption"]) in squeezed(got["text"]), got
+            assert json.loads(got["sent"][-1]) == {"m100": m100}                # the kernel is told all the same
+    finally:
+        page.close()
+    control, more = live_page(browser, tmp_path, w, grid=False)     # the control: no grid, the kernel never answers
+    try:
+        got = control.evaluate(CHANGE, ["m100", 37, 600])
+        assert got["answer"] is None and squeezed(grid["37"]["caption"]) not in squeezed(got["text"]), got
+    finally:
+        control.close()
+    assert not errors and not more, errors + more

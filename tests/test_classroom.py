@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from normlab import predictions
+from normlab.course import predictions
 from normlab.classroom import events, hubconfig
 from normlab.classroom.store import Store, grid_csv
 
@@ -70,6 +70,22 @@ def test_the_store_is_wal_and_keeps_every_event_across_a_reopen(tmp_path):
     assert [e["choice"] for e in again.record("a")] == ["A", "C"]
 
 
+def test_the_stores_files_are_the_service_accounts_only(tmp_path):
+    """On a class server every learner has a shell: the events of all of them must not be readable by them
+    (issue 39's privacy), whatever the umask. Checked with the umask a root shell has (022)."""
+    old = os.umask(0o022)
+    try:
+        store = Store(tmp_path / "srv" / "normlab" / "classroom.sqlite")
+        store.add("a", events.parse(body(GUESS))[0])
+        files = sorted(store.path.parent.iterdir())
+        assert [f.name for f in files][:1] == ["classroom.sqlite"] and any(f.name.endswith("-wal") for f in files)
+        assert {f.name: oct(f.stat().st_mode & 0o777) for f in files} == {f.name: "0o600" for f in files}
+        assert oct(store.path.parent.stat().st_mode & 0o777) == "0o700"
+        store.close()
+    finally:
+        os.umask(old)
+
+
 def test_a_failed_batch_stores_none_of_it(tmp_path):
     store = Store(tmp_path / "c.sqlite")
     good = events.parse(body(GUESS))[0]
@@ -94,7 +110,7 @@ def test_the_grid_counts_per_learner_and_lesson_and_exports_csv(tmp_path):
 CLIENT = """
 import json, logging, os, sys, time
 from pathlib import Path
-from normlab import predictions
+from normlab.course import predictions
 from normlab.classroom import client
 listening = client.install()
 t0 = time.perf_counter()
@@ -176,7 +192,8 @@ def test_both_deployment_recipes_run_the_service_with_its_file_on_a_lasting_disk
     finally:
         del os.environ["NORMLAB_USER_ENV"], os.environ["NORMLAB_CLASSROOM"]
     svc, env, _ = _service(c)
-    assert svc["command"][-2:] == ["--db", "/srv/normlab/classroom.sqlite"] and env["OMP_NUM_THREADS"] == "1"
+    assert svc["command"][-4:] == ["--db", "/srv/normlab/classroom.sqlite", "--decks", "/srv/normlab/slides"]
+    assert env["OMP_NUM_THREADS"] == "1"
     values = yaml.safe_load((ROOT / "deploy" / "z2jh" / "values.yaml").read_text(encoding="utf-8"))
     c = _load(values["hub"]["extraConfig"]["normlab-classroom"])
     svc, env, scopes = _service(c, "KubeSpawner")

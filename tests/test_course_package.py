@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from normlab.answer_key import learner_source
+from normlab.course.answer_key import learner_source
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.md"))
@@ -64,7 +64,7 @@ def test_the_wheel_carries_the_lessons_the_glossary_and_the_command(wheel):
             assert z.read(f"normlab/_course/notebooks/{src.name}").decode("utf-8") == learner_source(full)
         assert "normlab/_course/LEARNER-COPIES-ONLY.txt" in names
         assert z.read("normlab/_course/book/glossary.md") == (built_from / "book" / "glossary.md").read_bytes()
-        assert "normlab/course.py" in names and any(n.startswith("normlab/records/") for n in names)
+        assert "normlab/course/__init__.py" in names and any(n.startswith("normlab/records/") for n in names)
         meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
         entry = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
         requires = [line.split(":", 1)[1].strip() for line in z.read(meta).decode("utf-8").splitlines()
@@ -221,7 +221,7 @@ def test_an_older_triton_than_the_kernel_was_checked_with_is_not_used(monkeypatc
 # ------------------------------------------------------------------------------- learners' copies only
 
 def answer_lines(src: Path) -> list[str]:
-    """The answer key of a full source, read with jupytext (not with normlab.answer_key): every line
+    """The answer key of a full source, read with jupytext (not with normlab.course.answer_key): every line
     between the solution markers, every solution-only line, the code of every solution-tagged cell and
     every teacher note's text -- each line long enough to be telling."""
     import jupytext
@@ -321,7 +321,7 @@ def test_the_course_writes_a_learners_files_for_their_eyes_only(tmp_path):
     answer.write_text("import torch\nfrom torch import nn\nLayerNorm = nn.LayerNorm\n", encoding="utf-8")
     out = run_as_learner(["-m", "normlab.drills", "layernorm", str(answer)], home, ws)
     assert out.returncode == 0, out.stdout + out.stderr
-    out = run_as_learner(["-c", "from normlab import predictions as p; e = p.entries('01')[0]; "
+    out = run_as_learner(["-c", "from normlab.course import predictions as p; e = p.entries('01')[0]; "
                           "p.save_guess('01', e['id'], e['keys'][0])"], home, ws)
     assert out.returncode == 0, out.stderr
     out = run_as_learner(["-m", "normlab.course", "reset", "03", str(ws)], home, tmp_path)

@@ -6,6 +6,8 @@
   space, and JupyterHub's arguments reach the server unchanged. install.sh passes `sh -n`.
 * Zero to JupyterHub: values.yaml parses and initialises each learner's copy; the Dockerfile's pip lines
   install run.py's tested torch (inside pyproject's range) and nothing the package does not declare.
+  The hub image (Dockerfile.hub) installs the wheel without its dependencies: the class service and the hub
+  configuration values.yaml runs import with torch, numpy, matplotlib and JupyterLab blocked.
 """
 
 from __future__ import annotations
@@ -130,6 +132,18 @@ def test_the_server_starts_when_init_fails_and_tells_the_learner_why(tmp_path):
     assert "老师" in (home2 / note.name).read_text(encoding="utf-8")
 
 
+def test_the_server_command_survives_systemdspawner_and_systemd():
+    """TLJH spawns with SystemdSpawner, which passes every word of Spawner.cmd through
+    str.format(USERNAME=..., USERID=...) (jupyterhub/systemdspawner@2f6bde8a, v1.0.2, systemdspawner.py:
+    `cmd=[self._expand_user_vars(c) for c in self.cmd]`, `_expand_user_vars`: `string.format(...)`); the
+    tests' hubs use LocalProcessSpawner, which does not. A shell group `{ ...; }` raised KeyError there, so
+    no learner's server started. systemd's ExecStart= then expands "${NAME}" and turns "$$" into "$"."""
+    c, _ = load_tljh_config(Path("/opt/tljh/user/bin"))
+    for word in c.Spawner.cmd:
+        assert word.format(USERNAME="jupyter-20240001", USERID=1001) == word, word
+        assert "${" not in word and "$$" not in word, word
+
+
 def test_the_limits_are_tljh_configs_not_this_files():
     """TLJH applies `tljh-config set limits.*` (configurer.update_limits: c.Spawner.mem_limit / cpu_limit)
     BEFORE it loads jupyterhub_config.d/*.py: any limit set in normlab.py would silently win."""
@@ -186,12 +200,45 @@ def test_tljh_install_script_installs_cpu_torch_the_course_and_tljhs_limits(tmp_
     assert f"torch=={torch_run_py_installs()}" in torch and "--index-url https://download.pytorch.org/whl/cpu" in torch
     assert "--extra-index-url" not in torch                 # no second index: never the CUDA build from PyPI
     assert calls.index(torch) < calls.index(f"pip install {wheel}")
+    # pip skips a local wheel of an installed version (pip's resolvelib/resolver.py: "already installed with
+    # the same version as the provided wheel"): the course's own files are forced in, without its dependencies
+    assert calls.index(f"pip install {wheel}") < calls.index(f"pip install --no-deps --force-reinstall {wheel}")
     assert "pip uninstall -y -q rfc3987-syntax" in calls
     assert f"tljh-config set limits.memory {rule['memory_limit']}" in calls
     assert f"tljh-config set limits.cpu {rule['cpu_limit']}" in calls and calls[-1] == "tljh-config reload"
     installed = prefix / "config" / "jupyterhub_config.d" / "normlab.py"
     assert installed.read_bytes() == (DEPLOY / "tljh" / "normlab.py").read_bytes()
     assert not list((tmp_path / "admin home").iterdir())     # nothing lands in the admin's home
+
+
+def test_tljh_install_script_builds_the_wheel_afresh_and_says_when_tljh_is_missing(tmp_path):
+    """After `git pull` the wheel must carry the new lessons: a stale dist/normlab-*.whl is never reused (its
+    version number is the same). Without TLJH's user environment the script says so before doing anything."""
+    repo = private_repo_copy(tmp_path)
+    prefix, log, env = stand_ins(tmp_path)
+    stale = repo / "dist" / "normlab-0.1.0-py3-none-any.whl"
+    stale.parent.mkdir()
+    stale.write_text("old lessons", encoding="utf-8")
+    python = prefix / "user" / "bin" / "python"        # pip wheel -> a new wheel in -w DIR; the rest: real python
+    python.unlink()
+    python.write_text(f'#!/bin/sh\nif [ "$1 $2 $3" = "-m pip wheel" ]; then\n  echo "python $*" >> "{log}"\n'
+                      '  while [ $# -gt 0 ]; do [ "$1" = -w ] && out=$2; shift; done\n'
+                      '  echo "new lessons" > "$out/normlab-0.1.0-py3-none-any.whl"; exit 0\nfi\n'
+                      f'exec "{sys.executable}" "$@"\n', encoding="utf-8")
+    python.chmod(0o755)
+    out = subprocess.run(["sh", str(repo / "deploy/tljh/install.sh"), "course"], env=env,
+                         capture_output=True, text=True, encoding="utf-8", timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    calls = log.read_text(encoding="utf-8").splitlines()
+    assert any(c.startswith("python -m pip wheel --no-deps") for c in calls), calls
+    assert stale.read_text(encoding="utf-8") == "new lessons\n"
+    assert f"pip install --no-deps --force-reinstall {stale}" in calls
+    # no TLJH: a clear message, nothing run
+    log.unlink()
+    shutil.rmtree(prefix / "user")
+    out = subprocess.run(["sh", str(repo / "deploy/tljh/install.sh"), "course"], env=env,
+                         capture_output=True, text=True, encoding="utf-8", timeout=60)
+    assert out.returncode != 0 and "TLJH" in out.stderr and "第 2 步" in out.stderr and not log.exists()
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("runuser") is None,
@@ -282,3 +329,47 @@ def test_the_guides_sizing_is_deploy_sizing_json():
         assert row in chapter, row
         if r["mode"] == "self-paced":         # Kubernetes schedules the class on the self-paced machine
             assert r["learners"] * rule["cpu_guarantee"] <= r["cores"] - rule["system_cores"], r
+
+
+# Modules the wheel declares that the hub image leaves out (Dockerfile.hub installs with --no-deps).
+HEAVY = ("torch", "numpy", "matplotlib", "anywidget", "ipywidgets", "jupyterlab", "sklearn", "mplfonts", "tqdm")
+BLOCK_HEAVY = f"""
+import importlib.abc, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {HEAVY!r}:
+            raise ModuleNotFoundError(f"not in the hub image: {{name}}")
+sys.meta_path.insert(0, Block())
+"""
+
+
+def test_z2jh_hub_image_holds_the_service_without_the_lesson_stack():
+    """Dockerfile.hub installs the course's wheel into the chart's hub image with --no-deps (the wheel
+    declares torch and the lesson stack, GBs the hub never uses): so the service, its store and the hub
+    configuration values.yaml runs must import with none of them. Run here with those imports blocked."""
+    yaml = pytest.importorskip("yaml")
+    text = (DEPLOY / "z2jh" / "Dockerfile.hub").read_text(encoding="utf-8")
+    assert re.search(r"^FROM quay\.io/jupyterhub/k8s-hub:\$\{CHART_VERSION\}$", text, re.M)
+    pip_lines = [line for line in text.splitlines() if "pip install" in line]
+    assert pip_lines and all("--no-deps" in line and "normlab-*.whl" in line for line in pip_lines)
+    assert text.index("USER root") < text.index("pip install") < text.rindex("USER ${NB_USER}")
+    values = yaml.safe_load((DEPLOY / "z2jh" / "values.yaml").read_text(encoding="utf-8"))
+    assert values["hub"]["image"]["name"].endswith("/normlab-hub")
+    config = values["hub"]["extraConfig"]["normlab-classroom"]
+    args = re.search(r"\[sys\.executable, \"-m\", \"normlab\.classroom\.hubconfig\",(.*?)\]", config, re.S).group(1)
+    argv = [sys.executable if a == "sys.executable" else a.strip('"')
+            for a in re.findall(r'"[^"]*"|sys\.executable', args)]
+    probe = BLOCK_HEAVY + f"""
+import runpy, sys
+import normlab.classroom.service, normlab.classroom.store
+sys.argv = ["hubconfig"] + {argv!r}
+try:
+    runpy.run_module("normlab.classroom.hubconfig", run_name="__main__")
+except SystemExit as e:
+    assert not e.code, e.code
+print("HEAVY:", sorted(m for m in sys.modules if m.split(".")[0] in {HEAVY!r}))
+"""
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, encoding="utf-8",
+                         timeout=60, cwd=ROOT, env={**os.environ, "PYTHONUTF8": "1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "c.JupyterHub.services.append" in out.stdout and "HEAVY: []" in out.stdout

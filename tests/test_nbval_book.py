@@ -171,7 +171,7 @@ def test_order_puts_the_book_after_every_notebook_copy(monkeypatch):
     nbval_book.pytest_collection_modifyitems(None, None, items)
     names = [i.parent.path.stem if isinstance(i, Cell) else i.module.__name__ for i in items]
     assert names == ["02_batchnorm", "01_residuals", "00_course_map", "01_residuals_learner", "test_slides_readable",
-                     "test_browser_widgets_course", "test_browser_book", "test_slides", "test_norms"]
+                     "test_browser_book", "test_browser_widgets_course", "test_slides", "test_norms"]
 
 
 def test_each_item_has_its_group():

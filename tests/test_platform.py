@@ -76,7 +76,7 @@ def test_console_safe_prints_readable_fallbacks_on_a_gbk_stream():
 ENTRY_POINTS = {   # every command-line entry point outside the drills (which have console.say) -> its main
     "normlab/bench.py": "main", "normlab/widgets/gradflow.py": "main", "tools/sweep.py": "main",
     "tools/gpu_bench.py": "main", "tools/bench_gradflow.py": "main", "tools/bench_widgets.py": "main",
-    "tools/notebooks.py": "main", "tools/book.py": "main", "normlab/course.py": "main",
+    "tools/notebooks.py": "main", "tools/book.py": "main", "normlab/course/__init__.py": "main",
 }
 
 

@@ -1,4 +1,4 @@
-"""The 先想一想 choices (issue 28 item 2): normlab/predictions_data.py against the lessons.
+"""The 先想一想 choices (issue 28 item 2): normlab/course/predictions_data.py against the lessons.
 
 * every **先想一想** prompt of 01-09 has exactly one entry and every entry ties to exactly one prompt;
 * the right option is the one the lesson's own answer (the <details> after the prompt) gives: the
@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from normlab import course
-from normlab import predictions as P
+from normlab.course import predictions as P
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS = [p for p in sorted((ROOT / "notebooks").glob("0[1-9]_*.md"))]
@@ -31,7 +31,7 @@ LESSONS = [p for p in sorted((ROOT / "notebooks").glob("0[1-9]_*.md"))]
 
 def lesson_prompts() -> list[tuple[str, str, str]]:
     """(lesson, prompt text, the source text after the prompt) for every prompt of 01-09, read from
-    the sources with a regular expression of its own (not normlab.predictions.prompt_texts)."""
+    the sources with a regular expression of its own (not normlab.course.predictions.prompt_texts)."""
     out = []
     for src in LESSONS:
         text = src.read_text(encoding="utf-8")

@@ -123,7 +123,7 @@ def is_answer(cell) -> bool:
 
 
 def is_choices(cell) -> bool:
-    """The cell of a question's choice widget (normlab.predictions.PREDICT_TAG)."""
+    """The cell of a question's choice widget (normlab.course.predictions.PREDICT_TAG)."""
     return cell.cell_type == "code" and "normlab-predict" in cell.metadata.get("tags", [])
 
 

@@ -11,8 +11,8 @@ measured in Chromium (Debian's, through Playwright: tests/conftest.py).
   than SLIDE_TEXT characters of text (all of it shown: code, outputs, opened answers).
 - Issue 36: every figure's smallest text (normlab.viz records it in the PNG) shows at FIGURE_PX or more
   on the slide (FIGURE_CHECK, in the same walk); the check fails on a figure drawn as before.
-- Item 13: the book's errata index (09) fits its column at 1366 px: nothing clipped, its last column
-  课程章节 on screen.
+- Item 13 (the book's errata index fits its column at 1366 px): tests/test_browser_book.py, on its walk's
+  load of 09.
 """
 
 from __future__ import annotations
@@ -147,8 +147,12 @@ def checked_decks(browser, decks_url, artifacts) -> dict:
     """Every deck opened once at 1280x720 and walked once (issue 27), four checks on each slide
     (tests/deck_checks.py): test_browser_book's FIT_CHECK (fit, answers hidden), STEP_CHECK (no answer,
     no title alone, no lost figure), SIZE_CHECK (font sizes, text per slide) and FIGURE_CHECK (each
-    figure's smallest text as shown); then, back on the first slide, opens_and_advances.
-    {name: {"fit", "console", "steps", "sizes", "answers", "opened", "figures"}}."""
+    figure's smallest text as shown); then, back on the first slide, opens_and_advances; last, on a deck
+    with a course widget, widgets_on_the_deck (issue 27: the widget test opened these decks again).
+    {name: {"fit", "console", "steps", "sizes", "answers", "opened", "figures", "widgets"}}."""
+    from test_browser_widgets import SLIDES, pages_with_widgets
+
+    with_widgets = {p.name.split(".")[0] for p in pages_with_widgets(SLIDES, "*.slides.html")}
     out, tab = {}, Tab(browser, height=720)         # one tab, deck after deck, as a speaker's
     for name in NOTEBOOKS:
         page, console = open_deck_page(browser, f"{decks_url}/{name}.slides.html", tab)
@@ -164,9 +168,36 @@ def checked_decks(browser, decks_url, artifacts) -> dict:
               const i = R.getIndices(p.closest("section")); R.slide(i.h, i.v, -1); }""")
             page.screenshot(path=str(artifacts / f"slides_{name}_question.png"))
         out[name] = {"fit": fit, "console": console, "steps": steps, "sizes": sizes, "answers": len(answers),
-                     "opened": opened, "figures": figures}
+                     "opened": opened, "figures": figures,
+                     "widgets": widgets_on_the_deck(page, name, artifacts) if name in with_widgets else None}
     tab.close()
     return out
+
+
+def widgets_on_the_deck(page, name: str, artifacts) -> list[str]:
+    """The course's widgets of a deck (its explorer, its gradient flow), after the walk: each one's slide
+    reached as the speaker reaches it (show_slide), every control moved (test_browser_widgets.exercise).
+    Returns the problems (from file://: tests/test_browser_widgets_course.py)."""
+    from test_browser_widgets import exercise, real_widgets, show_slide
+
+    try:
+        boxes = real_widgets(page)
+        assert boxes, "no widget rendered"
+        for i, box in enumerate(boxes):
+            show_slide(page, box)
+            assert exercise(page, box, artifacts, f"widgets_slides_server_{name}_{i}") >= 1
+    except AssertionError as err:
+        return [f"{name}: {err}"]
+    return []
+
+
+def test_slides_widgets_work_from_a_server_with_no_kernel(checked_decks):
+    """Issue 17: the decks' course widgets work from the slides' server with no kernel (widgets_on_the_deck,
+    in checked_decks, on the decks it opened; console problems: test_slides_open_offline_and_advance)."""
+    walked = {name for name, checked in checked_decks.items() if checked["widgets"] is not None}
+    assert {"01_residuals", "03_layernorm", "06_placement"} <= walked, walked
+    report = [p for checked in checked_decks.values() for p in checked["widgets"] or []]
+    assert not report, "\n".join(report)
 
 
 def opens_and_advances(page, name: str, artifacts) -> list[str]:
@@ -180,8 +211,10 @@ def opens_and_advances(page, name: str, artifacts) -> list[str]:
     shown = page.locator(".slides section.present:not(.stack)")      # the slide itself, not its vertical stack
     first = shown.first.inner_text()
     page.keyboard.press("Space")
-    page.wait_for_timeout(400)
-    if shown.first.inner_text() == first:
+    try:                                 # the next slide (or fragment) within 2 s
+        page.wait_for_function("""(first) => { const s = document.querySelector(".slides section.present:not(.stack)");
+            return s && s.innerText !== first; }""", arg=first, timeout=2000)
+    except Exception:  # noqa: BLE001  (Playwright's TimeoutError)
         problems.append("the slides did not advance")
     if not page.evaluate(GLYPH_CHECK):
         problems.append("Chinese text renders as boxes")
@@ -534,39 +567,6 @@ def test_the_built_learners_book_neither_contains_nor_links_the_guide(book_url):
     for page in pages:
         text = page.read_text(encoding="utf-8")
         assert "instructor.html" not in text and guide_line not in text, page.name
-
-
-# --- item 13: the errata index fits the book's column ----------------------------------------------
-
-TABLE_FIT = r"""() => {
-  const cap = Array.from(document.querySelectorAll("article table caption")).find(c => c.textContent.includes("勘误索引"));
-  if (!cap) return null;
-  const table = cap.closest("table"), col = document.querySelector("article").getBoundingClientRect();
-  const r = table.getBoundingClientRect();
-  let box = table.parentElement, clipped = [];
-  for (; box && box.tagName !== "ARTICLE"; box = box.parentElement)
-    if (box.scrollWidth > box.clientWidth + 1 && getComputedStyle(box).overflowX !== "visible")
-      clipped.push(`${box.tagName}.${box.className} ${box.scrollWidth} > ${box.clientWidth}`);
-  const last = Array.from(table.querySelectorAll("thead th")).pop();
-  const lr = last.getBoundingClientRect();
-  return {width: r.width, right: r.right, column: col.right, clipped, last: last.textContent.trim(), lastRight: lr.right,
-          cells: Array.from(table.querySelectorAll("tbody td:last-child")).filter(td => td.getBoundingClientRect().right > col.right + 1).length};
-}"""
-
-
-def test_the_errata_index_fits_the_book_column_at_1366(browser, book_url, artifacts):
-    page = browser.new_page(viewport={"width": 1366, "height": 900})
-    try:
-        page.goto(f"{book_url}/notebooks/09_companion.html", wait_until="load")
-        fit = page.evaluate(TABLE_FIT)
-        assert fit is not None, "09 has no 勘误索引 table"
-        page.locator("article table caption", has_text="勘误索引").first.scroll_into_view_if_needed()
-        page.screenshot(path=str(artifacts / "book_09_errata_1366.png"))
-    finally:
-        page.close()
-    assert fit["last"].startswith("课程章节"), fit
-    assert fit["right"] <= fit["column"] + 1 and fit["lastRight"] <= fit["column"] + 1, fit
-    assert not fit["clipped"] and fit["cells"] == 0, fit
 
 
 # --- the slides' scroll rule (tools/slides.py SCROLLING_SLIDE_FAST), against the template's own ----------

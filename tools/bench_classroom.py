@@ -93,7 +93,7 @@ def burst(hub, tokens: dict[str, str], teacher_token: str, lesson: str, pid: str
 
 
 def run(k: int, state: Path) -> dict:
-    from normlab import predictions
+    from normlab.course import predictions
 
     db = state / "classroom.sqlite"
     extra = hubconfig.config_text(sys.executable, str(db), port=hubtool.free_port(), teachers=[TEACHER],

@@ -6,7 +6,8 @@ Book: the built book's pages (build/book/html, `python3 run.py book`) with the c
 (their front-end over the precomputed grid) are opened from file:// in headless Chromium; where the
 book is not built, one page made from each widget's ``static_html`` stands in (said in the output).
 JupyterLab: a server on 127.0.0.1 runs a notebook with one cell per widget at its default sizes
-(explorer: AxesExplorer(layout="text"); gradient flow: GradFlow(), depth 24, width 64).
+(explorer: AxesExplorer(layout="text"); gradient flow: GradFlow(), depth 24, width 64; momentum: lesson
+02's MomentumLab, m = 0.1).
 
 Each interaction moves one control as a user would: a slider with the arrow keys (right, right,
 left, left: the widget stays near its default size), a select by value (set it, then the input and
@@ -48,7 +49,10 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 LAB_CELLS = {
     "explorer": 'from normlab.widgets import explorer\nexplorer.AxesExplorer(layout="text", norm="layernorm_text")',
     "gradflow": "from normlab.widgets import gradflow\ngradflow.GradFlow()",
+    "momentum": ("import normlab\nfrom normlab.lessons import batchnorm as bn_lab\nfrom normlab.widgets import momentum\n"
+                 "momentum.MomentumLab(trace=bn_lab.running_trace, conventions=bn_lab.CONVENTIONS, m=0.1, seed=0)"),
 }
+CONTROL = "select, input[type=range]"     # a widget's output holds one of these (momentum: a slider alone)
 
 # The controls of the widget inside `root`: the text of each one's <label> and the values it offers.
 LABEL_OF = ("(e) => e.labels && e.labels[0] ? Array.from(e.labels[0].childNodes).filter(n => n.nodeType === 3)"
@@ -236,6 +240,10 @@ def book_pages(tmp: Path, book: Path = BOOK) -> tuple[list[Path], str]:
     return [page], "a page made from static_html (the book is not built: python3 run.py book)"
 
 
+PICK_EVERY_PROMPT = ("() => document.querySelectorAll('.nl-pr-ask[data-key]')"
+                     ".forEach(a => a.querySelector('.nl-pr-option').click())")
+
+
 def bench_book(browser, n: int, tmp: Path, book: Path = BOOK) -> list[dict]:
     pages, what = book_pages(tmp, book)
     print(f"[bench] book: {what}, {len(pages)} page(s)")
@@ -245,6 +253,8 @@ def bench_book(browser, n: int, tmp: Path, book: Path = BOOK) -> list[dict]:
         page.goto(path.as_uri(), wait_until="load")
         page.wait_for_function("() => Array.from(document.querySelectorAll('.normlab-web'))"
                                ".every(b => b.dataset.ready === '1')", timeout=30000)
+        # the learners' book shows a prompt's experiment (a widget among it) after a guess (issue 40): pick first
+        page.evaluate(PICK_EVERY_PROMPT)
         for box in page.locator(".normlab-web").element_handles():
             box.scroll_into_view_if_needed()
             widget = box.get_attribute("data-widget")
@@ -316,14 +326,15 @@ def bench_lab(browser, n: int, tmp: Path) -> list[dict]:
             page.click(".lm-MenuBar-itemLabel:text-is('Run')")
             page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
             try:
-                page.wait_for_function("() => document.querySelectorAll('.jp-OutputArea-output select').length > 0"
+                page.wait_for_function(f"() => document.querySelectorAll('.jp-Cell-outputArea:has({CONTROL})').length"
+                                       f" >= {len(LAB_CELLS)}"
                                        " && Array.from(document.querySelectorAll('.jp-CodeCell .jp-InputPrompt'))"
                                        ".every(p => /\\[\\d+\\]/.test(p.textContent))", timeout=120000)
                 break
             except Exception:  # noqa: BLE001  (a Run All sent while the kernel settles can be dropped)
                 continue
         page.wait_for_timeout(1000)
-        outputs = page.locator(".jp-Cell-outputArea:has(select)").element_handles()
+        outputs = page.locator(f".jp-Cell-outputArea:has({CONTROL})").element_handles()
         for widget, out in zip(LAB_CELLS, outputs):
             out.scroll_into_view_if_needed()
             rows += bench_root(page, out, widget, "lab", n, timeout_ms=10000)

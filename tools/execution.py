@@ -40,7 +40,7 @@ EXEC_VERSION = "static-widgets-1"   # part of the hash: executions made under an
 
 # The kernels of the book's executions (and of nbval's solution copies in a test run): figures as PNG
 # outputs, the course's widgets as their static, precomputed-grid version (web_host.mimebundle), and
-# no stop at a 先想一想 prompt nobody answers (NORMLAB_PREDICT_WAIT=0: normlab.predictions.WAIT_ENV).
+# no stop at a 先想一想 prompt nobody answers (NORMLAB_PREDICT_WAIT=0: normlab.course.predictions.WAIT_ENV).
 PREDICT_WAIT = {"NORMLAB_PREDICT_WAIT": "0"}
 KERNEL_ENV = {"MPLBACKEND": KERNEL_BACKEND, "NORMLAB_STATIC": "1", **PREDICT_WAIT}
 

@@ -55,8 +55,26 @@ def available() -> str | None:
     return None
 
 
-CONFIG = '''\
-import sys
+def one_user_hub_or_skip(pytest) -> None:
+    """For a test's one-user hub: pytest.skip with the reason where no hub can start here (pytest.fail under
+    CI, whose 'test' extra installs jupyterhub and its proxy), and where the tests run as root, whose
+    real-account hub (tools/hub_accounts.py, tests/test_hub_accounts.py) makes the same checks."""
+    import hub_accounts
+
+    why = available()
+    if why:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI installs jupyterhub and its proxy (the 'test' extra), but: {why}")
+        pytest.skip(why)
+    if hub_accounts.why_not() is None:
+        pytest.skip("as root the real-account hub (tests/test_hub_accounts.py) makes these checks; "
+                    "this one-user hub is for machines without root")
+
+
+# Every test hub: addresses, state files, the login (JupyterHub's DummyAuthenticator: one shared password,
+# TESTS ONLY), and the test's own service token (it adds learners, starts their servers, makes tokens,
+# puts a teacher into a group as the admin page does).
+BASE_CONFIG = '''\
 c = get_config()  # noqa
 c.JupyterHub.ip = "127.0.0.1"
 c.JupyterHub.port = {port}
@@ -65,7 +83,7 @@ c.JupyterHub.hub_port = {hub_port}
 c.JupyterHub.db_url = "sqlite:///{state}/jupyterhub.sqlite"
 c.JupyterHub.cookie_secret_file = "{state}/cookie_secret"
 c.JupyterHub.pid_file = "{state}/hub.pid"
-c.JupyterHub.cleanup_servers = False            # a hub restart leaves learners' servers (and kernels) running
+c.JupyterHub.cleanup_servers = False            # as TLJH: a hub restart leaves learners' servers (and kernels) running
 c.ConfigurableHTTPProxy.command = ["{bin}/configurable-http-proxy"]
 c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_api_port}"
 c.ConfigurableHTTPProxy.auth_token = "{proxy_token}"
@@ -73,6 +91,16 @@ c.ConfigurableHTTPProxy.should_start = True
 c.JupyterHub.authenticator_class = "dummy"      # TESTS ONLY: one shared password
 c.DummyAuthenticator.password = "{password}"
 c.Authenticator.allow_all = True
+c.Spawner.start_timeout = 120
+c.Spawner.http_timeout = 120
+c.JupyterHub.services = [{{"name": "normlab-test", "api_token": "{service_token}"}}]
+c.JupyterHub.load_roles = [{{"name": "normlab-test", "services": ["normlab-test"],
+                            "scopes": ["admin:users", "admin:servers", "tokens", "list:users", "read:users", "groups"]}}]
+'''
+
+# The one-user hub's spawner: every learner's server runs as the hub's own OS user, from the course's venv.
+ONE_USER_CONFIG = '''\
+import sys
 c.JupyterHub.spawner_class = "simple"           # TESTS ONLY: every learner is the same OS user
 c.SimpleLocalProcessSpawner.home_dir_template = "{homes}/{{username}}"
 c.Spawner.cmd = ["{bin}/jupyterhub-singleuser"]
@@ -80,13 +108,11 @@ c.Spawner.args = ["--allow-root"]
 c.Spawner.notebook_dir = "{homes}/{{username}}/{workspace}"
 c.Spawner.default_url = "/lab/tree/00_course_map.ipynb"
 c.Spawner.environment = {kernel_env!r}
-c.Spawner.start_timeout = 60
-c.Spawner.http_timeout = 60
 
 
 async def init_workspace(spawner):
-    """Each learner's own copy of the course, written before their server starts (never overwrites).
-    A coroutine, so the hub keeps answering other learners while it runs."""
+    \"\"\"Each learner's own copy of the course, written before their server starts (never overwrites).
+    A coroutine, so the hub keeps answering other learners while it runs.\"\"\"
     import asyncio
     home = spawner.home_dir
     proc = await asyncio.create_subprocess_exec(
@@ -97,9 +123,6 @@ async def init_workspace(spawner):
 
 
 c.Spawner.pre_spawn_hook = init_workspace
-c.JupyterHub.services = [{{"name": "normlab-test", "api_token": "{service_token}"}}]
-c.JupyterHub.load_roles = [{{"name": "normlab-test", "services": ["normlab-test"],
-                            "scopes": ["admin:users", "admin:servers", "tokens", "list:users", "read:users"]}}]
 '''
 
 
@@ -117,14 +140,20 @@ class Hub:
         self.log_path = self.state / "hub.log"
         self.proxy_token = secrets.token_hex(16)
         self.env: dict[str, str] = {}                   # more environment for the hub (a subclass's)
+        self.kernels: dict[str, str] = {}               # a learner's kernel kept by run_code(keep=True)
         (self.state / "jupyterhub_config.py").write_text(self.config(), encoding="utf-8")
 
     def config(self) -> str:
-        """The hub's jupyterhub_config.py (tests/test_hub_accounts.py's hub writes its own)."""
-        return CONFIG.format(
+        """The hub's jupyterhub_config.py: BASE_CONFIG, then how it spawns (spawner_config)."""
+        return BASE_CONFIG.format(
             port=self.port, hub_port=self.hub_port, proxy_api_port=self.proxy_api_port, state=self.state,
-            bin=VENV_BIN, python=sys.executable, password=PASSWORD, homes=self.homes, workspace=WORKSPACE,
-            kernel_env=KERNEL_ENV, proxy_token=self.proxy_token, service_token=self.service_token)
+            bin=VENV_BIN, password=PASSWORD, proxy_token=self.proxy_token,
+            service_token=self.service_token) + self.spawner_config()
+
+    def spawner_config(self) -> str:
+        """The one-user spawner (tools/hub_accounts.py's hub spawns as each learner's own account)."""
+        return ONE_USER_CONFIG.format(bin=VENV_BIN, python=sys.executable, homes=self.homes, workspace=WORKSPACE,
+                                      kernel_env=KERNEL_ENV)
 
     # ------------------------------------------------------------------------------- lifecycle
     def start(self) -> "Hub":
@@ -215,16 +244,24 @@ class Hub:
         self.api("POST", f"/users/{name}")
 
     def start_server(self, name: str, timeout: float = 90.0) -> None:
-        self.api("POST", f"/users/{name}/server")
+        self.start_servers([name], timeout)
+
+    def start_servers(self, names, timeout: float = 90.0) -> None:
+        """Start these learners' servers at once (as a class logging in together) and wait for all of them."""
+        waiting = list(names)
+        for name in waiting:
+            self.api("POST", f"/users/{name}/server")
         deadline = time.time() + timeout
-        while time.time() < deadline:
-            status, user = self.api("GET", f"/users/{name}")
-            if status == 200 and (user.get("servers", {}).get("", {}) or {}).get("ready"):
-                return
+        while waiting and time.time() < deadline:
             time.sleep(0.3)
-        raise HubDidNotStart(f"{name}'s server did not become ready in {timeout:.0f} s:\n{self.log_tail()}")
+            status, users = self.api("GET", "/users?state=ready")            # one request for the class
+            ready = {u["name"] for u in users} if status == 200 else set()
+            waiting = [name for name in waiting if name not in ready]
+        if waiting:
+            raise HubDidNotStart(f"{', '.join(waiting)}: server not ready in {timeout:.0f} s:\n{self.log_tail()}")
 
     def stop_server(self, name: str, timeout: float = 60.0) -> None:
+        self.kernels.pop(name, None)
         self.api("DELETE", f"/users/{name}/server")
         deadline = time.time() + timeout
         while time.time() < deadline:
@@ -255,19 +292,23 @@ class Hub:
         return self.homes / name
 
     # ------------------------------------------------------------------------------- a learner's kernel
-    def run_code(self, name: str, token: str, cells: str | list[str], timeout: float = 600.0) -> dict:
+    def run_code(self, name: str, token: str, cells: str | list[str], timeout: float = 600.0,
+                 keep: bool = False) -> dict:
         """Start a kernel on `name`'s server (their REST API, their token), run `cells` one after another
         through the kernel's websocket (as JupyterLab's Run All does; stop at the first error), shut the
-        kernel down. Returns {"stdout", "error", "seconds"}."""
+        kernel down. Returns {"stdout", "error", "seconds"}. With keep=True the kernel stays, and the next
+        run_code(keep=True) of `name` runs in it (a learner's notebook left open: no second start)."""
         import requests
         import websocket
 
         cells = [cells] if isinstance(cells, str) else list(cells)
         base = f"{self.url}/user/{name}/api"
         headers = {"Authorization": f"token {token}"}
-        r = requests.post(f"{base}/kernels", json={"name": "python3"}, headers=headers, timeout=60)
-        assert r.status_code in (200, 201), (r.status_code, r.text[:300])
-        kernel = r.json()["id"]
+        kernel = self.kernels.get(name) if keep else None
+        if kernel is None:
+            r = requests.post(f"{base}/kernels", json={"name": "python3"}, headers=headers, timeout=60)
+            assert r.status_code in (200, 201), (r.status_code, r.text[:300])
+            kernel = r.json()["id"]
         for attempt in range(3):        # a busy machine: the proxy may time out the handshake (599)
             try:
                 ws = websocket.create_connection(
@@ -285,7 +326,10 @@ class Hub:
                     break
         finally:
             ws.close()
-            requests.delete(f"{base}/kernels/{kernel}", headers=headers, timeout=30)
+            if keep:
+                self.kernels[name] = kernel
+            else:
+                requests.delete(f"{base}/kernels/{kernel}", headers=headers, timeout=30)
         return {"stdout": "".join(out), "error": error, "seconds": time.time() - t0}
 
     @staticmethod

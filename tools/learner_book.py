@@ -30,13 +30,13 @@ import nbformat
 
 LOCKED = "nl-locked"
 CUE = "先选一个预测，再看结果 (pick a guess to see the result)"
-STORAGE_KEY = "normlab.predictions"      # normlab.predictions.STORAGE_KEY (tools import no normlab at module level)
-PREDICT_TAG = "normlab-predict"          # normlab.predictions.PREDICT_TAG
+STORAGE_KEY = "normlab.predictions"      # normlab.course.predictions.STORAGE_KEY (tools import no normlab at module level)
+PREDICT_TAG = "normlab-predict"          # normlab.course.predictions.PREDICT_TAG
 ASK = re.compile(r'predict\.ask\("([^"]+)",\s*"([^"]+)"\)')
 
 
 def lock_suffix(key: str) -> str:
-    """"01.depth-std" -> "01-depth-std", as normlab.predictions.answer_class and predict.js write it."""
+    """"01.depth-std" -> "01-depth-std", as normlab.course.predictions.answer_class and predict.js write it."""
     return re.sub(r"[^A-Za-z0-9_-]", "-", key)
 
 
@@ -46,8 +46,8 @@ def lock_tag(key: str) -> str:
 
 def plain_code(source: str) -> str:
     """A code cell's code without the learner copy's layout (a collapsed cell's first line, the choice
-    cell's first line and await; normlab.predictions.learner_layout)."""
-    from normlab.predictions import ASK_LINE, HIDDEN_LINE
+    cell's first line and await; normlab.course.predictions.learner_layout)."""
+    from normlab.course.predictions import ASK_LINE, HIDDEN_LINE
 
     lines = [ln for ln in source.split("\n") if ln not in (ASK_LINE, HIDDEN_LINE)]
     return "\n".join(lines).replace("await predict.ask(", "predict.ask(")

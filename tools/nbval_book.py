@@ -58,7 +58,7 @@ RUNCACHE_VARIABLE = "NORMLAB_RUN_CACHE"   # normlab.runcache.VARIABLE (tools imp
 SETUP_TAG = "normlab-setup"     # the setup cell normlab.course adds to every exported copy (no source cell)
 BROWSER_FIXTURES = {"browser", "lab"}     # tests that drive Chromium (time budget: "browser tests")
 # The longest modules that need the build, longest first (build/time_budget.json of a run).
-LATE_FIRST = ("test_slides_readable", "test_browser_widgets_course", "test_browser_book")
+LATE_FIRST = ("test_slides_readable", "test_browser_book", "test_browser_widgets_course")
 EARLY_FIRST = ("test_browser_lab", "test_hub", "test_browser_widgets", "test_run")   # of the others
 BUILD_FIXTURES = {"book_url", "slides_url", "decks_url", "site_url", "executed_notebooks"}
 
@@ -108,7 +108,7 @@ class Recording:
         self.src, self.text, self.learner = src, src.read_bytes(), learner
         self.stem = execution.executed_path(src, learner).stem
         self.hash = execution.source_hash(src, self.text)
-        from normlab.predictions import learner_layout, with_prediction_cells
+        from normlab.course.predictions import learner_layout, with_prediction_cells
 
         self.nb = with_prediction_cells(jupytext.read(src), src.stem)   # notes included; the 先想一想 choices as exported
         if nbtools.has_solutions(self.nb):

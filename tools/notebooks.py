@@ -62,11 +62,11 @@ def execute(names: list[str], timeout: int = 600, learner: bool = False) -> int:
     # The kernel inherits this environment: with MPLBACKEND=Agg (set for the test run) plt.show()
     # would draw nothing into the notebook, and the book would lose every figure.
     os.environ.pop("MPLBACKEND", None)
-    os.environ.setdefault("NORMLAB_PREDICT_WAIT", "0")   # no stop at an unanswered 先想一想 (normlab.predictions)
+    os.environ.setdefault("NORMLAB_PREDICT_WAIT", "0")   # no stop at an unanswered 先想一想 (normlab.course.predictions)
     # One notebook at a time: OpenMP's default wait policy is fastest alone (05: 23 s; 50 s with
     # OMP_WAIT_POLICY=PASSIVE). The book build, which runs two at once, sets PASSIVE itself.
     failures = 0
-    from normlab.predictions import with_prediction_cells
+    from normlab.course.predictions import with_prediction_cells
 
     for src in chosen:
         nb = with_prediction_cells(jupytext.read(src), src.stem)   # the 先想一想 choices, as the export adds them
@@ -75,7 +75,7 @@ def execute(names: list[str], timeout: int = 600, learner: bool = False) -> int:
         if has_solutions(nb):
             nb = versions(nb, learner=learner)
         if learner:                   # the learner copy's layout (normlab.course.learner_copy, no setup cell)
-            from normlab.predictions import learner_layout
+            from normlab.course.predictions import learner_layout
             nb = learner_layout(nb)
         stem = src.stem + ("_learner" if learner else "")
         t0 = time.time()

@@ -360,7 +360,7 @@ def output_height(out) -> float:
     return min(h, (TABLE_MAX if alone else OUTPUT_MAX) + 20)
 
 
-PREDICT_TAG = "normlab-predict"   # normlab.predictions.PREDICT_TAG: the cell of a prompt's choices
+PREDICT_TAG = "normlab-predict"   # normlab.course.predictions.PREDICT_TAG: the cell of a prompt's choices
 CHOICES_WIDTH = 900   # px of a row of option buttons (18px text) in the choice widget
 
 
@@ -369,7 +369,7 @@ def choices_height(source: str) -> float:
     buttons in rows of CHOICES_WIDTH px, its status line."""
     import re as _re
 
-    from normlab.predictions import entry
+    from normlab.course.predictions import entry
 
     lesson, pid = _re.search(r'predict\.ask\("([^"]+)",\s*"([^"]+)"\)', source).groups()
     rows, x = 1, 0.0

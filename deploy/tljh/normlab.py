@@ -21,12 +21,16 @@ FAILURE_NOTE = "NORMLAB-INIT-FAILED.md"     # normlab.course.FAILURE_NOTE: why t
 #  * the course's commands first on PATH, and terminals that keep it: JupyterLab's default terminal is
 #    a login shell, and Debian's /etc/profile resets PATH (no `python` there); a plain interactive bash
 #    inherits the server's PATH, so `python -m normlab.drills` works in a learner's terminal.
+# No braces, no "${" and no "$$" in it: TLJH's SystemdSpawner passes every word of the command through
+# str.format(USERNAME=..., USERID=...) (jupyterhub/systemdspawner@2f6bde8a, v1.0.2, systemdspawner.py:
+# `cmd=[self._expand_user_vars(c) for c in self.cmd]`; a "{ ...; }" group raised KeyError and no learner's
+# server started), and systemd's ExecStart= expands "${NAME}" and turns "$$" into "$" (systemd.service(5)).
 SERVER_START = (
     "umask 077; "
-    f'"{USER_ENV}/normlab-course" init "$HOME/normlab-course" --at-server-start || {{ '
+    f'if ! "{USER_ENV}/normlab-course" init "$HOME/normlab-course" --at-server-start; then '
     f'[ -f "$HOME/{FAILURE_NOTE}" ] || echo "normlab-course init failed at the server start: see the server log. '
     f'课程工作区没有准备好，请告诉老师。" > "$HOME/{FAILURE_NOTE}"; '
-    f"export JUPYTERHUB_DEFAULT_URL=/lab/tree/{FAILURE_NOTE}; }}; "
+    f"export JUPYTERHUB_DEFAULT_URL=/lab/tree/{FAILURE_NOTE}; fi; "
     f'export PATH="{USER_ENV}:$PATH"; '
     f'exec "{USER_ENV}/jupyterhub-singleuser" --ServerApp.terminado_settings=shell_command=/bin/bash "$@"'
 )
@@ -38,11 +42,17 @@ c.Spawner.environment = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHON
 # ---- The class service (issue 39): live prediction polls and the teacher's view. Its configuration is
 # written by the course itself (normlab/classroom/hubconfig.py); its SQLite file stays on the server's
 # disk across restarts. Teachers: members of the hub group "normlab-teachers" (the hub's admin page).
+# The lecture decks with the class's bars: the built slides (`python3 run.py slides` -> build/slides/)
+# copied to /srv/normlab/slides (NORMLAB_CLASSROOM_DECKS elsewhere). The service listens on 127.0.0.1:10101
+# (NORMLAB_CLASSROOM_PORT if that port is taken).
 # On where TLJH is installed (/opt/tljh), or wherever NORMLAB_CLASSROOM=on; NORMLAB_CLASSROOM=off turns it off.
 import subprocess  # noqa: E402
 
 if os.environ.get("NORMLAB_CLASSROOM", "on" if os.path.isdir("/opt/tljh") else "off") == "on":
     exec(subprocess.run([f"{USER_ENV}/python", "-m", "normlab.classroom.hubconfig", "--python", f"{USER_ENV}/python",
-                         "--db", os.environ.get("NORMLAB_CLASSROOM_DB", "/srv/normlab/classroom.sqlite")],
-                        check=True, capture_output=True, text=True).stdout)
+                         "--db", os.environ.get("NORMLAB_CLASSROOM_DB", "/srv/normlab/classroom.sqlite"),
+                         "--decks", os.environ.get("NORMLAB_CLASSROOM_DECKS", "/srv/normlab/slides"),
+                         "--port", os.environ.get("NORMLAB_CLASSROOM_PORT", "10101")],
+                        check=True, capture_output=True, text=True, encoding="utf-8",
+                        env=dict(os.environ, PYTHONUTF8="1")).stdout)
 # ---- end of the class service ----

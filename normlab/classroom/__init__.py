@@ -1,6 +1,7 @@
 """The class service (issue 39): the class sees its own guesses, the teacher sees where each learner stands.
 
-A wing: it imports the core (normlab.predictions: the prompts and their options) and nothing imports it.
+A wing: it imports the core and the course layer below it (normlab.course.predictions: the prompts and
+their options); nothing imports it.
 
     service.py    the hub-managed JupyterHub service (tornado; HubOAuth for browsers, tokens for kernels)
     store.py      its storage: one SQLite file in WAL mode, events appended, never updated

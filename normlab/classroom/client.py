@@ -4,9 +4,9 @@ the service, as that learner (issue 39).
 How events get here: the places that record them log one line to the logger ``normlab.events`` with
 the event attached (``extra={"normlab_event": {...}}``, the shape normlab/classroom/events.py checks):
 
-    normlab/predictions.py        save_guess          {"kind": "guess", "lesson", "id", "choice"}
-    normlab/exercises/__init__.py check               {"kind": "check", "id", "passed", "findings"}
-    normlab/drills/progress.py    record              {"kind": "drill", "card", "level", "passed", "seconds"}
+    normlab/course/predictions.py  save_guess  {"kind": "guess", "lesson", "id", "choice"}
+    normlab/exercises/__init__.py  check       {"kind": "check", "id", "passed", "findings"}
+    normlab/drills/progress.py     record      {"kind": "drill", "card", "level", "passed", "seconds"}
 
 The standard library's logging is the meeting point, so the core and the other wings import nothing of
 this wing (and the drills, which import nothing of normlab, need nothing either). Nobody listens unless

@@ -16,7 +16,7 @@ import json
 import math
 import re
 
-from .. import predictions
+from ..course import predictions
 
 MAX_BODY = 16 * 1024
 MAX_EVENTS = 100

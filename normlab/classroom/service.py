@@ -37,7 +37,7 @@ from tornado import ioloop, web
 from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler, HubOAuthenticated
 from jupyterhub.utils import url_path_join
 
-from .. import predictions
+from ..course import predictions
 from . import events as ev
 from .hubconfig import TEACH_SCOPE
 from .store import Store, grid_csv

@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -62,7 +63,11 @@ class Store:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # Every learner's events: readable by the service's account only (the teacher reads them through the
+        # service), whatever the umask: a folder it makes is 0700, the file is 0600 before SQLite opens it
+        # (SQLite gives its -wal and -shm files the database file's mode).
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
         self.db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self.db.execute("PRAGMA journal_mode=WAL")
         # WAL + NORMAL: a committed event survives a crash or kill of the service or the hub (it is in the

@@ -245,7 +245,7 @@ def save(data: dict, path: Path | None = None) -> None:
     if path is None:
         return
     # Owner-only (a 0700 folder, a 0600 file) whatever the umask: a learner's attempts are theirs alone on a
-    # shared server (issue 38). drills imports nothing else of normlab, so this is normlab.private's rule inline.
+    # shared server (issue 38). drills imports nothing else of normlab, so this is normlab.course.private's rule inline.
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     if FILE_VARIABLE not in os.environ:          # ~/.normlab, the course's own folder (not one the learner named)
         os.chmod(path.parent, 0o700)

@@ -1,4 +1,4 @@
-"""The course's interactive widgets (import core only: norms, blocks, probes, viz).
+"""The course's interactive widgets (import core and, for the 先想一想 prompt widget, normlab.course).
 
 Notebooks import the front modules: ``from normlab.widgets import explorer, gradflow, momentum``. Each
 widget has ONE browser front-end, an anywidget ES module in ``web/`` (``explorer.js``, ``gradflow.js``,

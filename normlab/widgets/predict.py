@@ -5,12 +5,12 @@
     predict.summary("01")                  # at the end of the lesson: right / wrong per prompt
 
 One front-end, web/predict.js (spec["kind"]: "ask" or "summary"). In JupyterLab (a kernel) a pick goes
-to Python, which writes it to ~/.normlab/predictions.json (normlab.predictions.store_path) and
+to Python, which writes it to ~/.normlab/predictions.json (normlab.course.predictions.store_path) and
 the summary reads that file. In the book and the slides (no kernel) the page keeps the guesses in the
 browser's localStorage and the summary reads them there. Nothing is written when a widget is drawn:
 only a learner's click writes (opening a notebook never changes anything).
 
-The prompt's answer fold (marked at export, normlab.predictions.answer_marker) stays shut until a choice
+The prompt's answer fold (marked at export, normlab.course.predictions.answer_marker) stays shut until a choice
 is made: in JupyterLab until the kernel has the pick, in the book until localStorage has it. It opens
 as before where the widget is not on the page or the browser cannot store a guess, and in the slides:
 the teacher reveals the answer to the class, whose guesses are not the teacher's browser's.
@@ -45,7 +45,7 @@ from urllib.parse import urlparse
 
 import traitlets
 
-from .. import predictions as data
+from ..course import predictions as data
 from . import web_host
 
 __all__ = ["Ask", "Summary", "PredictionPending", "ask", "summary"]

@@ -12,7 +12,7 @@ from .batchnorm_modes import BN_SHAPES, BN_STEPS, LAYOUT, _bn_eval, _bn_fresh, _
 from .formulas import FIXED_EPS, Formula, Probe, deviation_findings, imprecise, search
 from .probes import (PROD, Builder, _raised, close, fail, find_bias, find_gain, find_stats, is_timeout, ok, output_of,
                      param_problems, set_mode, step)
-from .diagnosis import affine_findings, as_findings, property_findings
+from .diagnosis import measured_findings
 from .keepdim import broadcast_finding
 from .messages import ONE_PASS, PRECISION, is_broadcast_error
 from .properties import measure_module
@@ -219,25 +219,15 @@ def _bn_properties(build, C, rank, g) -> list[Finding]:
     """The general path for a training forward no known formula reproduces: how γ and β act, then the
     properties of the normalisation measured as a black box (properties.py), each one that differs from
     torch's as a finding (diagnosis.py)."""
-    try:
+    def measure():
         mod, _, _ = _bn_fresh(build, C, rank, g, eps=1e-2, momentum=0.1)
         gname, w = find_gain(mod, C)
         bname, b = find_bias(mod, C, gname)
         shp = _bshape(rank, C)
         x = torch.randn(BN_SHAPES[rank], generator=g) * 2 + torch.randn(shp, generator=g) * 1.5
+        return measure_module(mod, x, w, b, C, shp, g, _bn_axes(rank), 1e-2)
 
-        measured = measure_module(mod, x, w, b, C, shp, g, _bn_axes(rank), 1e-2)
-        if measured is None:
-            return []       # a random or non-finite output: no property can be measured on it
-        found, props = measured
-    except SubmissionError as err:
-        if is_timeout(err):
-            raise
-        return []
-    except Exception:  # noqa: BLE001 - an output the measurements cannot use: keep the plain finding
-        return []
-    texts = property_findings("BatchNorm", props, _bn_axes(rank), tuple(BN_SHAPES[rank]), 1e-2)
-    return as_findings({**texts, **affine_findings(found)})
+    return measured_findings("BatchNorm", measure, _bn_axes(rank), tuple(BN_SHAPES[rank]), 1e-2)
 
 
 def _bn_running(seen, xs, C, rank, out, names=("running_mean", "running_var")):

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import math
 
-from ..report import Finding
+from ..report import Finding, SubmissionError
 from .formulas import axes_text
-from .probes import fail
+from .probes import fail, is_timeout
 from .properties import Props
 
 STAT_WORD = {"LayerNorm": "标准差", "BatchNorm": "标准差", "RMSNorm": "RMS"}
@@ -156,3 +156,22 @@ def as_findings(texts: dict[str, str]) -> list[Finding]:
     """One interview finding per property that differs, each saying how many there are."""
     both = "（同时有 " + str(len(texts)) + " 处错误）" if len(texts) > 1 else ""
     return [fail(i, t + both) for i, t in texts.items()]
+
+
+def measured_findings(kind: str, measure, axes: tuple[int, ...], shape: tuple[int, ...], eps: float) -> list[Finding]:
+    """The general path of every norm's check: ``measure()`` builds the candidate's module and measures it
+    as a black box (properties.measure_module: ``(found, props)``, or None for a random or non-finite
+    output); each property that differs from torch's is one finding. A module that cannot be measured
+    adds nothing (the plain finding stays); a time-out still stops the check."""
+    try:
+        measured = measure()
+        if measured is None:
+            return []       # a random or non-finite output: no property can be measured on it
+        found, props = measured
+    except SubmissionError as err:
+        if is_timeout(err):
+            raise
+        return []
+    except Exception:  # noqa: BLE001 - an output the measurements cannot use: keep the plain finding
+        return []
+    return as_findings({**property_findings(kind, props, axes, shape, eps), **affine_findings(found)})

@@ -8,7 +8,7 @@ import math
 import torch
 
 from ..report import Finding, SubmissionError
-from .diagnosis import affine_findings, as_findings, property_findings
+from .diagnosis import measured_findings
 from .formulas import FIXED_EPS, Formula, Probe, deviation_findings, imprecise, search
 from .keepdim import broadcast_finding, shapes_text
 from .messages import ONE_PASS, PRECISION, is_broadcast_error
@@ -295,24 +295,14 @@ def _ln_properties(build, rms, kind, g, shape) -> list[Finding]:
     that differs from torch's as a finding (diagnosis.py)."""
     D = shape[-1]
     eps = None if "eps" in build.ignored else 1e-2
-    try:
+    def measure():
         mod = build(D) if eps is None else build(D, eps=eps)
         gname, w = find_gain(mod, D)
         bname, b = (None, None) if rms else find_bias(mod, D, gname)
         x = torch.randn(shape, generator=g) * 2 + torch.randn(shape[:-1] + (1,), generator=g) * 1.5
+        return measure_module(mod, x, w, b, D, (D,), g, (len(shape) - 1,), eps)
 
-        measured = measure_module(mod, x, w, b, D, (D,), g, (len(shape) - 1,), eps)
-        if measured is None:
-            return []       # a random or non-finite output: no property can be measured on it
-        found, props = measured
-    except SubmissionError as err:
-        if is_timeout(err):
-            raise
-        return []
-    except Exception:  # noqa: BLE001 - an output the measurements cannot use: keep the plain finding
-        return []
-    texts = property_findings(kind, props, (len(shape) - 1,), tuple(shape), eps)
-    return as_findings({**texts, **affine_findings(found)})
+    return measured_findings(kind, measure, (len(shape) - 1,), tuple(shape), eps)
 
 
 def _ln_gradients(build, rms, eps, g, shape, out):

@@ -11,14 +11,14 @@
 // Drawing writes nothing: no model.set before a click (JupyterLab would mark the notebook changed).
 //
 // The answer stays shut until a guess is made: the export marks each prompt's answer fold with an empty
-// <span class="nl-answer-for nl-answer-for-01-depth-std"> in its <summary> (normlab.predictions
+// <span class="nl-answer-for nl-answer-for-01-depth-std"> in its <summary> (normlab.course.predictions
 // answer_marker). An "ask" root carries data-key and data-lock ("1": no choice yet). One capture
 // listener per page (installAnswerLock) stops a click (Enter/Space on a summary is a click too) that
 // would open a marked, closed fold whose prompt's widget is on the page and locked, and says why in the
 // summary. It fails open: no widget on the page (cell not run, windowed away), no localStorage, the
 // slides (the teacher reveals the answer to the class), a kernel that does not answer a pick.
 //
-// The learner copy (issue 36; normlab.predictions.learner_layout) collapses the experiment's code cells
+// The learner copy (issue 36; normlab.course.predictions.learner_layout) collapses the experiment's code cells
 // between a prompt's choice cell and its answer fold; each starts with spec.hidden_line, the text
 // JupyterLab's collapsed-input placeholder shows. Once the prompt has a guess (the kernel's reply to a
 // pick, or a saved guess when the widget is drawn) openExperiment clicks those placeholders open: the

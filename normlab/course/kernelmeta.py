@@ -7,7 +7,7 @@ either differs from what the file holds, the notebook is changed, and shown unsa
 learner does anything. The sources say ``display_name: Python 3`` and hold no ``language_info``;
 ipykernel's spec is "Python 3 (ipykernel)" and its language_info names the running Python's version.
 ``kernel_metadata()`` is what that kernel would write, for the Python that exports the course (the
-one the learner's JupyterLab runs: run.py course and normlab-course init use it). Core, no torch;
+one the learner's JupyterLab runs: run.py course and normlab-course init use it). No torch;
 the spec's kernel.json where one is installed (else ipykernel's own display name).
 """
 

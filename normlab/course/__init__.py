@@ -20,6 +20,12 @@ answer, and a line ending in "# solution-only" belongs to it too; markdown betwe
 -->" and "<!-- END SOLUTION -->" (each on its own line) is part of the answer; a cell tagged "solution"
 is answer as a whole. The learner version replaces each answer by a NotImplementedError, drops the
 solution-only lines, text and cells, and every cell left empty, so its check cells run and report.
+
+The package is the course machinery, a layer between the core and the wings that use it (it imports
+the core only; widgets/predict.py and classroom/ import it; the core never does): this module (export,
+init, reset), answer_key (the solution markers; setup.py strips the wheel's lessons with it), workspace
+and private (a workspace on disk, owner-only), predictions + predictions_data (the 先想一想 prompts),
+kernelmeta (the kernel a notebook names).
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from .private import make_private, private_dir
 from .workspace import (BACKUP, SOLUTIONS, SOURCE_COPY, _backup, _write,  # noqa: F401
                         migrate_old_layout, write_source_copy)
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parent.parent   # normlab/ (this file is normlab/course/__init__.py)
 BUNDLE = PACKAGE_DIR / "_course"          # in a built wheel: notebooks/*.md and book/glossary.md (setup.py)
 FIRST_NOTEBOOK = "00_course_map"
 DEFAULT_DIR = "~/normlab-course"
@@ -89,7 +95,7 @@ def sources(root: Path | None = None) -> list[Path]:
 
 
 def carries_solutions(root: Path) -> bool:
-    """False for the wheel's bundle, whose sources have their answers taken out (normlab.answer_key)."""
+    """False for the wheel's bundle, whose sources have their answers taken out (normlab.course.answer_key)."""
     return not (root / LEARNER_ONLY).exists()
 
 
@@ -196,7 +202,7 @@ def with_banner(nb, stem: str):
 
 def learner_copy(nb, has_answers: bool | None = None):
     """The copy a learner gets: the learner version (when the lesson has answers), its prompts laid
-    out to be guessed before the code is seen (normlab.predictions.learner_layout: Run All waits at an
+    out to be guessed before the code is seen (normlab.course.predictions.learner_layout: Run All waits at an
     unanswered prompt, the experiment's code collapsed until the guess), the setup cell first."""
     from .predictions import learner_layout
 
@@ -349,7 +355,7 @@ def init_at_server_start(dest: Path | str) -> int:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    from .console import console_safe
+    from ..console import console_safe
 
     console_safe()   # a GBK console never crashes on a character (✓ -> [OK]); imports no torch
     ap = argparse.ArgumentParser(prog="normlab-course", description=__doc__.split("\n\nEvery exported")[0],
@@ -389,7 +395,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[normlab] {err}", file=sys.stderr)
         return 2
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

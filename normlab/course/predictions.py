@@ -1,8 +1,9 @@
 """The 先想一想 prompts' choices as data, and where a learner's guesses are kept (issue 28 item 2).
-Core, standard library only: normlab.course calls ``with_prediction_cells`` at export (no torch, no
-anywidget; a core module, so course.py imports no wing). The widgets are normlab/widgets/predict.py.
+The course layer, standard library only: normlab.course calls ``with_prediction_cells`` at export (no
+torch, no anywidget, no wing). The widgets (normlab/widgets/predict.py) and the class service
+(normlab/classroom/) import this module, a layer below them.
 
-The choices live in normlab/predictions_data.py (lesson, a stable id, the prompt's first words, options,
+The choices live in normlab/course/predictions_data.py (lesson, a stable id, the prompt's first words, options,
 the right option), not in the notebook sources: a new code cell in a source would change its recorded
 fingerprint. At export each prompt's markdown cell gets a code cell right after it,
 

@@ -1,6 +1,6 @@
 """A learner's workspace on disk (normlab.course writes it): each notebook owner-only, the backups a
 reset makes, the move from the old layout, and normlab-source/ (a read-only copy of the package's code
-and the glossary). Everything here is private by default (normlab.private): 0700 folders, 0600
+and the glossary). Everything here is private by default (normlab.course.private): 0700 folders, 0600
 notebooks, a 0400 normlab-source/, whatever the umask (issue 38)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .private import make_private, private_dir
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parent.parent   # normlab/, all of it (this file is normlab/course/workspace.py)
 SOLUTIONS, BACKUP, SOURCE_COPY = "solutions", ".backup", "normlab-source"
 SOURCE_SUFFIXES = (".py", ".toml", ".js", ".css")   # what normlab-source/ copies of the package
 

@@ -1,6 +1,6 @@
-"""The choices of each 先想一想 prompt (issue 28 item 2), as data: normlab/predictions.py reads PROMPTS.
+"""The choices of each 先想一想 prompt (issue 28 item 2), as data: normlab/course/predictions.py reads PROMPTS.
 The prompts stay in notebooks/NN_*.md; at export (normlab.course.read_source ->
-normlab.predictions.with_prediction_cells) each prompt's markdown cell gets a choice widget right
+normlab.course.predictions.with_prediction_cells) each prompt's markdown cell gets a choice widget right
 after it, and the lesson a summary at its end. (A Python module rather than a .toml beside the
 widgets: it ships in every wheel without a package-data rule.)
 
