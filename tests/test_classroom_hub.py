@@ -338,6 +338,7 @@ def test_the_teachers_deck_shows_the_bars_change_and_reveals_to_a_learners_page(
     assert teacher.locator('.nl-cr-row[data-key="B"] .nl-cr-count').text_content() == "0"
     panel.locator(".nl-cr-reveal").click()
     teacher.wait_for_selector(".nl-cr-row.nl-cr-answer", timeout=5000)
+    assert panel.locator(".nl-cr-reveal").is_disabled()                 # revealed once: the button says so
     learner.wait_for_function("() => window.reveals.some(d => d.lesson === '01' && d.id === 'depth-std')", timeout=5000)
     learner.wait_for_selector(".nl-cr-row.nl-cr-answer", timeout=5000)   # ana's bars now mark the answer
     learner.screenshot(path=str(artifacts / "classroom_learner.png"))

@@ -34,6 +34,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -77,6 +78,7 @@ def hub():
     base.chmod(0o755)                           # the learners run the environment inside it
     t0 = time.time()
     teacher_step = None
+    opened = accounts.let_others_pass([ROOT, sysconfig.get_paths()["purelib"]])   # (a clone in a 0700 folder)
     try:
         try:
             user_env = accounts.user_environment(base / "user")    # TLJH_PREFIX/user/bin, as on a TLJH server
@@ -117,6 +119,7 @@ def hub():
             teacher_step.kill()
         left = accounts.remove_accounts([*LEARNERS, TEACHER])  # (their servers and kernels first, by pid)
         shutil.rmtree(base, ignore_errors=True)
+        accounts.restore_modes(opened)
         assert not left, f"accounts left behind: {left}"
 
 

@@ -626,14 +626,21 @@ def test_the_discussion_after_a_fold_waits_for_the_guess_too(exported):
 def test_every_discussion_up_to_the_next_heading_waits_for_the_guess(exported):
     """A discussion that goes on after a figure or table cell of the result (the fresh prompt-region
     review found 03 §3 "…按 1/L 缩小…", 04 §5 "一定更慢", 06 §3-4, 07 §3 shown before the guess) is locked
-    too: every markdown cell after an answer fold, up to the next heading or prompt, is a discussion fold."""
+    too: every markdown cell after an answer fold, up to the next heading or prompt, is a discussion fold;
+    and every code cell there (a figure, a table, the checks of the result) is collapsed like the
+    experiment: its code can state the answer (this session's review: 01 §2's `predicted = sqrt(0.5) * …`
+    and 02 §4.1's checks, moved below the fold, were in view before the guess)."""
     import nbformat
 
-    seen = set()
+    seen, shut = set(), 0
     for f in sorted(exported.glob("*_learner.ipynb")):
         after = False
         for c in nbformat.read(f, as_version=4).cells:
-            if c.cell_type != "markdown":
+            if c.cell_type == "code":
+                if after:
+                    assert (c.metadata.get("jupyter", {}).get("source_hidden")
+                            and c.source.startswith(P.HIDDEN_LINE + "\n")), (f.name, c.source[:120])
+                    shut += 1
                 continue
             text = c.source
             if "nl-answer-for" in text and "nl-discussion" not in text:
@@ -644,6 +651,7 @@ def test_every_discussion_up_to_the_next_heading_waits_for_the_guess(exported):
                 assert DISCUSSION.match(text), (f.name, text[:120])
                 seen.add(f.name)
     assert {"03_layernorm_learner.ipynb", "04_rmsnorm_learner.ipynb", "06_placement_learner.ipynb"} <= seen
+    assert shut >= 10
     four = (exported / "04_rmsnorm_learner.ipynb").read_text(encoding="utf-8")
     assert "一定更慢" not in four.split("nl-discussion")[0]
 

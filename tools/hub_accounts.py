@@ -16,6 +16,7 @@ import os
 import pwd
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import sysconfig
@@ -57,6 +58,26 @@ def runs_for_others(python: str) -> bool:
     out = subprocess.run([RUNUSER, "-u", "nobody", "--", python, "-c", "import jupyterhub, jupytext, normlab.course"],
                          capture_output=True, cwd="/", env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), **UTF8})
     return out.returncode == 0
+
+
+def let_others_pass(paths) -> list[tuple[Path, int]]:
+    """The learners' servers run the course from this checkout and its venv (as a TLJH server runs them from
+    /opt/tljh/user): each folder above ``paths`` that other accounts cannot pass through (a clone made in
+    `mktemp -d`, mode 0700) gets o+x, passing only (no listing, no reading). Returns what to put back
+    (``restore_modes``, at the end of the test)."""
+    changed = []
+    for path in paths:
+        for folder in reversed(Path(path).resolve().parents):
+            mode = stat.S_IMODE(folder.stat().st_mode)
+            if not mode & stat.S_IXOTH and (folder, mode) not in changed:
+                folder.chmod(mode | stat.S_IXOTH)
+                changed.append((folder, mode))
+    return changed
+
+
+def restore_modes(changed: list[tuple[Path, int]]) -> None:
+    for folder, mode in reversed(changed):
+        folder.chmod(mode)
 
 
 def user_environment(prefix: Path) -> Path:

@@ -11,7 +11,8 @@ Two jobs, both on the staged notebook (tools/book.py ``stage_book`` without ``--
    same code in the same kernel state, takes the solution execution's (static widgets, figures).
 
 2. **The experiment waits for the guess** (issue 40). Every code cell between a prompt's choice cell
-   and its answer fold (the markdown cell carrying ``answer_marker``) gets the tags LOCKED and
+   and its answer fold (the markdown cell carrying ``answer_marker``), and every code cell among the locked
+   discussion after the fold (a figure, table or check of the result), gets the tags LOCKED and
    ``lock_tag(key)``; myst-nb turns them into the classes ``tag_nl-locked`` and ``tag_nl-lock-01-depth-std``.
    LOCK_JS (in the page's <head>) hides those cells, input and output, behind one cue line (CUE) per
    prompt until the reader has picked an option of that prompt (the guesses predict.js keeps in
@@ -74,7 +75,8 @@ def learner_view(learner, solution):
 
 
 def lock_experiments(nb) -> dict[str, int]:
-    """Tag each code cell between a prompt's choice cell and its answer fold (LOCKED and lock_tag(key));
+    """Tag each code cell between a prompt's choice cell and its answer fold, and after the fold those among
+    the prompt's locked discussion (a figure, table or check of the result), with LOCKED and lock_tag(key);
     returns {key: cells locked}. A prompt whose fold never comes locks nothing (the answer is not
     held back anywhere, so neither is its experiment)."""
     locked: dict[str, int] = {}
@@ -85,17 +87,25 @@ def lock_experiments(nb) -> dict[str, int]:
             continue
         key = f"{found.group(1)}.{found.group(2)}"
         marker = f"nl-answer-for-{lock_suffix(key)}"
-        between = []
-        for later in cells[i + 1:]:
+        between, fold = [], None
+        for j, later in enumerate(cells[i + 1:], i + 1):
             if later.cell_type == "markdown" and marker in later.source:
+                fold = j
                 break
             if later.cell_type == "code" and PREDICT_TAG in later.metadata.get("tags", []):
-                between = []                  # the next prompt came first: no fold for this one
-                break
+                break                         # the next prompt came first: no fold for this one
             if later.cell_type == "code":
                 between.append(later)
-        else:
+        if fold is None:
             between = []
+        else:                                 # after the fold: the discussion's figure, table and check cells,
+            for later in cells[fold + 1:]:    # up to a markdown cell that is not this prompt's (locked) discussion
+                if later.cell_type == "markdown" and marker not in later.source:
+                    break
+                if later.cell_type == "code" and PREDICT_TAG in later.metadata.get("tags", []):
+                    break
+                if later.cell_type == "code":
+                    between.append(later)
         for later in between:
             tags = later.metadata.setdefault("tags", [])
             tags += [t for t in (LOCKED, lock_tag(key)) if t not in tags]

@@ -244,8 +244,9 @@ def learner_layout(nb):
     outputs and was never run); the code cells after the choice cell, up to its
     answer fold (the markdown cell with its marker; or the next prompt), are collapsed and start with
     HIDDEN_LINE; every markdown cell after the fold that only discusses the result (up to the next heading
-    or prompt, across the figure and table cells between them) becomes a fold locked like the answer
-    (``discussion_fold``). Cells are neither added nor removed (nbval_book
+    or prompt) becomes a fold locked like the answer (``discussion_fold``), and the code cells between
+    them (a figure, a table, the checks of the result: their code can state the answer) are collapsed
+    like the experiment. Cells are neither added nor removed (nbval_book
     maps cells by position). Idempotent."""
     pending, pending_key, after_fold, prompt_cell = None, "", False, None
     for cell in nb.cells:
@@ -260,7 +261,7 @@ def learner_layout(nb):
             pending_key = f"{lesson}.{pid}"
             pending, after_fold = answer_class(pending_key), False
         elif after_fold and cell.cell_type == "code":
-            pass                                 # a figure or table of the result: it runs only after the guess
+            _collapse(cell, HIDDEN_LINE)         # a figure, table or check of the result: shut like the experiment
         elif after_fold:
             if not _is_discussion(cell):         # a heading or the next prompt ends the discussion
                 after_fold = False

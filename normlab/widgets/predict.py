@@ -54,7 +54,7 @@ TITLE = "你的预测 (your prediction)"
 SUMMARY_TITLE = "这一课的预测 (your predictions in this lesson)"
 # One line each (no emoji: a system without an emoji font shows a box).
 WAITING = "运行停在这里 (paused)：先在上面选一个预测，选好后接着运行下面的实验。(pick a guess above; the run goes on after it)"
-RUNNING_ON = "已记录 ({choice})，接着运行。(guess saved: running on)"
+RUNNING_ON = "已记录 ({choice})。下面的实验接着运行（一格一格运行时，运行下一格）。(guess saved: the experiment below runs next)"
 STOPPED = ("运行停在这个预测题 (stopped)：先在上面选一个预测，再运行下面的格子（Run → Run Selected Cell and All Below）。"
            "(pick a guess, then run on)")
 INTERRUPTED = "已中断 (interrupted)：这个预测题还没有选；选好之后再运行下面的格子。(no guess yet)"

@@ -68,8 +68,9 @@ export function pollBars(holder, lesson, id, { teacher = false, interval = POLL_
     show.addEventListener("click", () => { rows.hidden = !rows.hidden;
       show.textContent = rows.hidden ? "显示分布 (show the bars)" : "隐藏分布 (hide the bars)"; });
   }
+  let button = null;                                    // the teacher's reveal: once, then it says so
   if (teacher) {
-    const button = el("button", { type: "button", class: "nl-cr-reveal", text: "公布答案 (reveal)" }, box);
+    button = el("button", { type: "button", class: "nl-cr-reveal", text: "公布答案 (reveal)" }, box);
     button.addEventListener("click", async () => {
       const r = await call(info, "POST", "api/reveal", { lesson, id });
       if (r.status === 200) {
@@ -90,6 +91,7 @@ export function pollBars(holder, lesson, id, { teacher = false, interval = POLL_
       el("span", { class: "nl-cr-count", text: String(p.counts[key]) }, row);
     });
     n.textContent = `${p.n} / ${p.N} 人已预测 (guessed / logged in)` + (p.revealed ? " · 答案已公布 (revealed)" : "");
+    if (button && p.revealed) { button.disabled = true; button.textContent = "答案已公布 (revealed)"; }
     box.dataset.n = String(p.n);
   }
   async function tick() {

@@ -168,7 +168,8 @@ function openExperiment(el, spec) {      // JupyterLab: open what the learner co
   let opened = 0;
   for (let c = cell.nextElementSibling; c; c = c.nextElementSibling) {
     if (!c.classList.contains("jp-Cell")) continue;
-    if (c.querySelector(mark) || c.querySelector(".nl-pr-ask")) break;     // the fold, or the next prompt
+    if (c.querySelector(".nl-pr-ask")) break;     // the next prompt (the cells after the fold, up to the next
+                                                  // heading, are this prompt's too: a figure or check of the result)
     const text = c.querySelector(":scope .jp-InputPlaceholder .jp-PlaceholderText");
     const line = text ? text.textContent.trim() : "";
     if (line === spec.ask_line) break;
