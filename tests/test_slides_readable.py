@@ -271,11 +271,10 @@ def test_tables_code_and_widget_labels_are_large_enough(checked_decks):
 
 
 # Figures that text alone cannot make readable on a slide, waiting for their code cell to change (which
-# needs a re-sweep): 02 §4.4's 3x2 grid of histograms (11x8.4 in, 8-point legends) shows at 653x500 px,
-# its legends at 6.5 px; viz.readable leaves it as drawn (its floor, 23 pt, would overlap its panels).
-# The fix: one figure per row (three 11x2.8 figures). Listed by deck and pixel size: a changed figure
-# is checked again, and the test says when an entry is stale.
-WAITING_FOR_CODE = {("02_batchnorm", "1111x851")}
+# needs a re-sweep). Listed by deck and pixel size: a changed figure is checked again, and the test says
+# when an entry is stale. Empty since 02 §4.4's 3x2 grid of histograms (6.5 px legends on the slide) became
+# three figures of 1x2 panels (12x4.2 in).
+WAITING_FOR_CODE: set[tuple[str, str]] = set()
 
 
 def figure_report(name: str, figures: list) -> list[str]:
