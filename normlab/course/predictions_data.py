@@ -31,7 +31,7 @@ PROMPTS = [
     dict(lesson='01', id='lesion', starts='测试时从 12 块里删掉一块',
          options=['都几乎不变', '残差网络几乎不变（也许有一个例外），普通网络跌到 50% 以下', '都跌到随机猜的 10% 左右'],
          answer='B', evidence='**(B)**',
-         reveals=['0.28–0.58', '低于 50%', 'rarely missed', 'every layer is essential', 'except block 1', '第 1 块例外', '性能几乎不变']),
+         reveals=['0.29–0.49', '低于 50%', 'rarely missed', 'every layer is essential', 'except block 1', '第 1 块例外', '性能几乎不变']),
     dict(lesson='01', id='rezero-std', starts='初始化时，ReZero 让 48 层堆叠',
          options=['接近 0', '恰好 1', '√48 ≈ 7 左右', '几十倍以上'],
          answer='B', evidence='**恰好 1**',
