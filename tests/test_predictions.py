@@ -646,6 +646,9 @@ def test_every_discussion_up_to_the_next_heading_waits_for_the_guess(exported):
             if "nl-answer-for" in text and "nl-discussion" not in text:
                 after = not re.search(r"</details>\s*\S", text)
             elif re.search(r"^#{1,6} ", text, re.M) or "**先想一想**" in text:
+                if after:   # the discussion must not share a cell with the heading (it would stay in view)
+                    first = min(m.start() for m in (re.search(r"^#{1,6} ", text, re.M), re.search(r"\*\*先想一想\*\*", text)) if m)
+                    assert not re.sub(r"<!--.*?-->", "", text[:first], flags=re.S).strip(), (f.name, text[:160])
                 after = False
             elif after:
                 assert DISCUSSION.match(text), (f.name, text[:120])

@@ -80,7 +80,7 @@ PROMPTS = [
          ask='第一问看你的机器，这里只记第二问：未融合的 Add + LayerNorm 比单独一个 LayerNorm',
          options=['一样快，甚至更快', '更慢，但 2.5 倍只是量级（都在 1.5 倍以上）', '慢十倍以上'],
          answer='B', evidence='**第一问要看你的机器**',
-         reveals=['一定更慢', 'it is slower', '大于 1.5', 'far below 2.5']),
+         reveals=['一定更慢', 'it is slower', '大于 1.5', '超过 1.5 倍', 'far below 2.5']),
     dict(lesson='05', id='alpha-beta', starts='12 层的仅编码器模型，α 和 β 各约等于多少',
          options=['α ≈ 2.21，β ≈ 0.32', 'α ≈ 0.32，β ≈ 2.21', 'α ≈ 1.00，β ≈ 1.00', 'α ≈ 6.70，β ≈ 0.15'],
          answer='A', evidence='**α ≈ 2.21，β ≈ 0.32**',

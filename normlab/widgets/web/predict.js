@@ -170,6 +170,8 @@ function openExperiment(el, spec) {      // JupyterLab: open what the learner co
     if (!c.classList.contains("jp-Cell")) continue;
     if (c.querySelector(".nl-pr-ask")) break;     // the next prompt (the cells after the fold, up to the next
                                                   // heading, are this prompt's too: a figure or check of the result)
+    const other = c.querySelector("[class*='nl-answer-for-']");                // another prompt's fold or discussion
+    if (other && !other.matches(mark)) break;
     const text = c.querySelector(":scope .jp-InputPlaceholder .jp-PlaceholderText");
     const line = text ? text.textContent.trim() : "";
     if (line === spec.ask_line) break;
