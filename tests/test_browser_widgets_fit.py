@@ -19,6 +19,15 @@ def test_gradflow_charts_side_by_side_in_jupyterlabs_width_at_1366(browser, tmp_
     try:
         page.goto((tmp_path / "gf.html").as_uri(), wait_until="load")
         page.wait_for_selector(".nl-gf-grad", timeout=10000)
+        # the layout settles after the fonts load (one GBK clone's run measured the charts 30 px apart, and
+        # 0 px on the rerun): wait for one row, up to 5 s; if it never comes the assertion below says so
+        page.evaluate("() => document.fonts.ready.then(() => true)")
+        try:
+            page.wait_for_function("() => { const [a, g] = ['act', 'grad'].map((k) => document.querySelector("
+                                   "'.nl-gf-' + k).getBoundingClientRect()); return Math.abs(a.top - g.top) < 1; }",
+                                   timeout=5000)
+        except Exception:  # noqa: BLE001 - Playwright's timeout: measured and reported below
+            pass
         act, grad = (page.evaluate(f"() => {{ const r = document.querySelector('.nl-gf-{k}').getBoundingClientRect();"
                                    " return [r.left, r.top, r.right, r.bottom]; }") for k in ("act", "grad"))
         fonts = page.evaluate("() => Math.min(...Array.from(document.querySelectorAll('.nl-gradflow text'))"
