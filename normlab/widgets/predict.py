@@ -181,11 +181,13 @@ class Ask(web_host.WebWidget):
             return None
         if not kernel_handles_picks_while_waiting(kernel):
             raise PredictionPending(STOPPED)
-        line = display({"text/plain": WAITING}, raw=True, display_id=True)
         stopped = []
         main = threading.current_thread() is threading.main_thread()
+        # the handler first, then the line: an interrupt right after the learner sees "paused" is caught
+        # (the other way round one landed between the two and surfaced as CancelledError)
         old = signal.signal(signal.SIGINT, lambda *_: stopped.append(True)) if main else None
         try:
+            line = display({"text/plain": WAITING}, raw=True, display_id=True)
             while not self._picked and not stopped:
                 await asyncio.sleep(POLL_S)
         finally:
