@@ -659,6 +659,20 @@ def test_every_discussion_up_to_the_next_heading_waits_for_the_guess(exported):
     assert "一定更慢" not in four.split("nl-discussion")[0]
 
 
+def test_an_erratum_after_a_prompt_is_its_own_item_not_the_prompts_discussion(exported):
+    """09's errata after A1's and A3's prompts (A2, A4-A8) are items of their own, each under its own
+    heading: in the learners' copy (09 has no exercises: one copy) none is locked as the discussion of the prompt before it, and their
+    code cells stay open (a reviewer found A4-A8 shut until A3's guess while the items were bold lines)."""
+    import nbformat
+
+    cells = nbformat.reads((exported / "09_companion.ipynb").read_text(encoding="utf-8"), as_version=4).cells
+    for item in ("A2", "A4", "A5", "A6", "A7", "A8"):
+        i = next(i for i, c in enumerate(cells) if c.cell_type == "markdown" and f"{item} · [" in c.source)
+        assert "nl-discussion" not in cells[i].source and f"#### {item} · [" in cells[i].source, item
+        code = next(c for c in cells[i + 1:] if c.cell_type == "code")
+        assert not code.source.startswith(P.HIDDEN_LINE), (item, code.source[:80])
+
+
 def test_summary_shows_an_answer_only_for_a_guessed_prompt(tmp_path, monkeypatch):
     monkeypatch.setenv("NORMLAB_PREDICTIONS", str(tmp_path / "p.json"))
     from normlab.widgets import predict
