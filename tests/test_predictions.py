@@ -104,8 +104,8 @@ WORDED_DIFFERENTLY = {
                     ["**除以 E − 1**", r"$\sqrt{(E-1)/E} = \sqrt{7/8} \approx 0.935$ 倍"]),
     "padding": ("BN 会变，LN 不变", ["**BN 会变，LN 一位不差**"]),
     "top-ffn-grad": ("Post-LN 大，大几倍", ["**Post-LN 大**，是 Pre-LN 的"]),
-    "qk-logit": ("不加：原来的十几到几十倍；加了：压在十几到二十几",
-                 ["**不加时是原来的", "三种 QK-norm 都把最大 logit 压在十几到二十几"]),
+    "qk-logit": ("不加：原来的十几到几十倍；加了：压在 10 左右到二十几",
+                 ["**不加时是原来的", "三种 QK-norm 都把最大 logit 压在 10 左右到二十几"]),
     "ln-grad-identity": ("LayerNorm：两条都满足 (C)；RMSNorm：只有 (B)", ["**LayerNorm：(C)；RMSNorm：只有 (B)。**"]),
     "add-ln-bytes": ("更慢，但 2.5 倍只是量级（都在 1.5 倍以上）", ['**第二问：一定更慢，但"2.5 倍"只是量级**', "都大于 1.5"]),
 }
