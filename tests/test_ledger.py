@@ -87,7 +87,7 @@ def test_ledger_ranges_equal_their_records(stem):
 
 # --- every number from a record or a citation ---------------------------------------------------------
 
-MEASURED = re.compile(r"\d+(?:\.\d+)?(?:\s*[–~-]\s*\d+(?:\.\d+)?)?\s*(?:倍|×(?!\s*线程)|%)|[一二两三四五六七八九十百千万]+倍"
+MEASURED = re.compile(r"\d+(?:\.\d+)?(?:\s*[–~-]\s*\d+(?:\.\d+)?)?\s*(?:倍|×(?!\s*线程)|%)|[一二两三四五六七八九十百千万]+\s*倍"
                       r"|\d+\.\d+\s*[–-]\s*\d+\.\d+|(?<=约)\s*\d+\.\d+")
 # A citation that points into its source (a paper's §/figure/table/theorem, code at a commit). It sources the numbers
 # of its sentence unless the sentence speaks of our seeds: then the number is ours and needs its record.
