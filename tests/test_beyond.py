@@ -172,7 +172,7 @@ def test_powernorm_shen_running_gz_update_and_scale():
 
 def test_full_width_and_layernorm_qk_variants_match_their_definitions():
     # OLMo 2: RMSNorm over the whole projection width, then the split into heads;
-    # ViT-22B style: LayerNorm (centred, gain, no bias) on each head's q and k
+    # the lesson's control: LayerNorm (centred, gain, no bias) on each head's q and k (ViT-22B's has no centring: head_rms)
     torch.manual_seed(1)
     w, h = 32, 4
     d = w // h
@@ -186,7 +186,7 @@ def test_full_width_and_layernorm_qk_variants_match_their_definitions():
                         full.out_proj.weight, full.out_proj.bias)
     torch.testing.assert_close(full(x), expected, atol=1e-5, rtol=1e-5)
     ln = beyond.QKNormAttention(w, h, qk_norm="head_ln")
-    assert ln.q_norm.bias is None and ln.k_norm.bias is None      # ViT-22B: no bias in the QK LayerNorms
+    assert ln.q_norm.bias is None and ln.k_norm.bias is None      # no bias in the QK LayerNorms
     with torch.no_grad():
         ln.q_norm.weight.copy_(torch.randn(d))
     mu = lambda t: t.mean(-1, keepdim=True)

@@ -112,16 +112,17 @@ class QKNormAttention(SelfAttention):
     logit| of the last call in ``last_max_logit``; ``logit_bound()`` is the bound the variant gives.
 
         "head_rms"  RMSNorm(d_head) on each head's q and k (Qwen 3, Gemma 3: ``q_norm``/``k_norm`` over
-                    head_dim). ||norm(q)|| <= max|g_q| sqrt(d_head), so
+                    head_dim; ViT-22B's LayerNorm "without bias and centering" is the same). ||norm(q)|| <= max|g_q| sqrt(d_head), so
                     |logit| <= sqrt(d_head) * max|g_q| * max|g_k|
         "full_rms"  RMSNorm(width) on the whole q and k projection, before the split into heads (OLMo 2).
                     Only the full vector's norm is fixed (<= max|g| sqrt(width)); one head's slice can
                     carry all of it, so per head |logit| <= width / sqrt(d_head) * max|g_q| * max|g_k|,
                     heads times the per-head bound.
-        "head_ln"   LayerNorm(d_head) on each head's q and k, centred, with a gain and no bias: ViT-22B
-                    (Dehghani et al. 2023 §2, "QK normalization" and "Omitting biases on QKV projections
-                    and LayerNorms"). A centred, normalised vector of d_head entries has norm
-                    <= sqrt(d_head), so the bound is head_rms's: |logit| <= sqrt(d_head) max|g_q| max|g_k|.
+        "head_ln"   LayerNorm(d_head) on each head's q and k, centred, with a gain and no bias: the lesson's
+                    control (head_rms plus a centring), to show that centring leaves the bound alone. (ViT-22B's
+                    QK LayerNorms are "without bias and centering", Dehghani et al. 2023 §2: that is head_rms.)
+                    A centred, normalised vector of d_head entries has norm <= sqrt(d_head), so the bound is
+                    head_rms's: |logit| <= sqrt(d_head) max|g_q| max|g_k|.
 
     ``qk_norm``: one of QK_NORMS, or True (= "head_rms") / False (= "none").
     """
