@@ -24,7 +24,7 @@ PROMPTS = [
          options=['都还在 1 倍左右', '普通堆叠不到万分之一，残差堆叠比 1 倍还大', '两者都不到万分之一'],
          answer='B', evidence='**(B)**',
          reveals=['58–105', '195–369', '反而是第 1 层', 'signal vanishes', 'survives', '爆炸']),
-    dict(lesson='01', id='typical-gain', starts='普通堆叠每一层雅可比矩阵的谱范数都大于 1',
+    dict(lesson='01', id='typical-gain', starts='普通堆叠每一层雅可比矩阵的谱范数都不小于 1',
          options=['变大', '差不多不变', '缩小到百万分之一上下'],
          answer='C', evidence='**(C)**',
          reveals=['0.55–0.58', '5.8e-07', '2.8e-06', 'vanishes over 24', 'direction shrinks', '只剩百万分之一']),
