@@ -125,7 +125,7 @@ PROMPTS = [
     dict(lesson='07', id='qk-logit', starts='学习率从 3e-3 调大到 3e-2、不加 QK-norm',
          options=['不加：几乎不变；加了也不变', '不加：原来的十几到几十倍；加了：压在 10 左右到二十几', '不加：上千倍；加了：压在 10 左右到二十几', '加不加都涨几十倍'],
          answer='B', evidence='**不加时是原来的',
-         reveals=['20–35', '301–500', '压在 10 左右到二十几', 'several times smaller']),
+         reveals=['13–30', '202–423', '压在 10 左右到二十几', 'several times smaller']),
     dict(lesson='07', id='dyt', starts='把 LN 全部换成不求任何统计量的 DyT',
          options=['能学会；更像 tanh', '能学会；更像直线', '学不会；更像 tanh', '学不会；更像直线'],
          answer='B', evidence='**能学会；更像直线**',
