@@ -132,30 +132,32 @@ def run(shape: tuple[int, ...] = (16, 512, 1024), dtype: torch.dtype = torch.flo
 
 def paired_ratio(fn_a: Callable[[], object], fn_b: Callable[[], object], rounds: int = 25, threads: int | None = 1,
                  sync: Callable[[], None] = lambda: None) -> float:
-    """Fastest time of ``fn_a`` over fastest time of ``fn_b``, timed alternately (a, b, a, b, ...),
-    one call each, after one untimed call of each. ``threads`` torch threads during the timing
-    (restored afterwards; None keeps the current count): on a machine shared with other work, a
-    one-thread timing needs only one free core to get its clean rounds."""
+    """Median over ``rounds`` of time(``fn_a``) / time(``fn_b``), the two timed back to back in each round
+    (a, b, a, b, ...), one call each, after one untimed call of each. A round's two timings meet about
+    the same load from other work, so their ratio is steadier than the fastest a over the fastest b (the
+    two fastest rounds can meet different loads), and the median ignores the rounds a burst hit.
+    ``threads`` torch threads during the timing (restored afterwards; None keeps the current count)."""
     old = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
     try:
         fn_a(), fn_b()
         sync()
-        best_a = best_b = float("inf")
+        ratios = []
         for _ in range(rounds):
-            best_a = min(best_a, timeit(fn_a, warmup=0, repeats=1, inner=1, sync=sync)[0])
-            best_b = min(best_b, timeit(fn_b, warmup=0, repeats=1, inner=1, sync=sync)[0])
+            t_a = timeit(fn_a, warmup=0, repeats=1, inner=1, sync=sync)[0]
+            t_b = timeit(fn_b, warmup=0, repeats=1, inner=1, sync=sync)[0]
+            ratios.append(t_a / t_b)
     finally:
         torch.set_num_threads(old)
-    return best_a / best_b
+    return statistics.median(ratios)
 
 
 @torch.no_grad()
 def unfused_over_fused(shape: tuple[int, ...] = (16, 512, 1024), rounds: int = 25, threads: int | None = 1) -> float:
     """The claim the byte count makes on any CPU: unfused Add + LayerNorm (20 bytes per float32
     element: x + r is written, then read again) takes longer than F.layer_norm alone (8 bytes);
-    the bytes predict 2.5x. Returns time(Add + LayerNorm unfused) / time(F.layer_norm), fastest rounds."""
+    the bytes predict 2.5x. Returns time(Add + LayerNorm unfused) / time(F.layer_norm), median of paired rounds."""
     g = torch.Generator().manual_seed(0)
     x, r = torch.randn(shape, generator=g), torch.randn(shape, generator=g)
     reuse_freed_memory()

@@ -53,14 +53,27 @@ def test_gpu_benchmark_is_optional_and_fails_with_a_clear_error():
             bench.run(shape=(4, 64), device="cuda")
 
 
-def test_paired_ratio_compares_fastest_rounds_and_restores_threads():
+def test_paired_ratio_is_the_median_of_paired_rounds_and_restores_threads():
     before = torch.get_num_threads()
     calls = []
-    ratio = bench.paired_ratio(lambda: (calls.append("a"), time.sleep(0.004)),
-                               lambda: (calls.append("b"), time.sleep(0.002)), rounds=5, threads=1)
-    assert 1.5 < ratio < 3.0                                   # 4 ms over 2 ms: sleeps only ever run long
+    ratio = bench.paired_ratio(lambda: (calls.append("a"), time.sleep(0.02)),
+                               lambda: (calls.append("b"), time.sleep(0.01)), rounds=5, threads=1)
+    assert 1.5 < ratio < 3.0                                   # 20 ms over 10 ms: sleeps only ever run long
     assert calls == ["a", "b"] * 6                             # one untimed call each, then strictly alternating
     assert torch.get_num_threads() == before
+
+
+def test_paired_ratio_is_not_the_fastest_over_the_fastest():
+    # a takes 20 ms; b 10 ms, except one round where it happens to take 4 ms (a quieter moment, turbo):
+    # the fastest a over the fastest b would be 5; the median of the five paired ratios is 2.
+    n = {"b": 0}
+
+    def b():
+        n["b"] += 1
+        time.sleep(0.004 if n["b"] == 3 else 0.01)
+
+    ratio = bench.paired_ratio(lambda: time.sleep(0.02), b, rounds=5, threads=1)
+    assert 1.5 < ratio < 3.0
 
 
 def test_paired_ratio_sets_the_thread_count_while_timing():
