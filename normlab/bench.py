@@ -133,9 +133,10 @@ def run(shape: tuple[int, ...] = (16, 512, 1024), dtype: torch.dtype = torch.flo
 def paired_ratio(fn_a: Callable[[], object], fn_b: Callable[[], object], rounds: int = 25, threads: int | None = 1,
                  sync: Callable[[], None] = lambda: None) -> float:
     """Median over ``rounds`` of time(``fn_a``) / time(``fn_b``), the two timed back to back in each round
-    (a, b, a, b, ...), one call each, after one untimed call of each. A round's two timings meet about
-    the same load from other work, so their ratio is steadier than the fastest a over the fastest b (the
-    two fastest rounds can meet different loads), and the median ignores the rounds a burst hit.
+    (a, b, a, b, ...), one call each, after one untimed call of each. A round's two timings are back to
+    back and meet about the same load from other work, while the fastest a and the fastest b can come from
+    two rounds under different loads; the median ignores the rounds a burst hit, as long as fewer than
+    half of them are hit (a load that lasts the whole timing hits every round, and moves the median too).
     ``threads`` torch threads during the timing (restored afterwards; None keeps the current count)."""
     old = torch.get_num_threads()
     if threads is not None:
