@@ -108,8 +108,11 @@ def train(model: nn.Module, data, steps: int, *, batch: int = 64, opt: str = "ad
 
 def _loop(model, next_batch, steps, opt, lr, betas, warmup, threads, ratios, update_batch, after_backward,
           desc, progress) -> History:
-    optimizer = (torch.optim.SGD(model.parameters(), lr=lr) if opt == "sgd"
-                 else torch.optim.Adam(model.parameters(), lr=lr, betas=betas))
+    # foreach=True: the same arithmetic per element as the default per-tensor loop on the CPU (the same
+    # trained bits: tools/check_same_values.py), one call per operation for all tensors: about a third
+    # less time per step on a lesson's many small tensors (01's 12-block net: 4.4 s -> 3.0 s for 300 steps)
+    optimizer = (torch.optim.SGD(model.parameters(), lr=lr, foreach=True) if opt == "sgd"
+                 else torch.optim.Adam(model.parameters(), lr=lr, betas=betas, foreach=True))
     weights = [p for p in model.parameters() if p.dim() >= 2] if ratios else []
     history = History()
     with one_thread(threads):
