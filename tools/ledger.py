@@ -236,7 +236,9 @@ def _evidence_cell(stem: str, e: dict) -> str:
     if "record" in e:
         lo, _, hi = e["range"].partition("..")
         seeds = "全部种子" if e.get("over") == "all" else "种子 0–4"
-        holds = f"，检查 {e['holds']}" if e.get("holds") else ""
+        nb, key = split_key(stem, e["record"])
+        checked = key in (record_of(nb) or {}).get("claims", {})        # an expect() in the lesson, not only a measure()
+        holds = (f"，检查 {e['holds']}" if checked else f"，{seeds}都 {e['holds']}，不是检查") if e.get("holds") else ""
         return f"记录 `{e['record']}`：{lo}–{hi}（{seeds}{holds}）"
     if "paper" in e:
         return f"{e['paper']} {e.get('at', '')}".strip()
