@@ -238,7 +238,8 @@ def _evidence_cell(stem: str, e: dict) -> str:
         seeds = "全部种子" if e.get("over") == "all" else "种子 0–4"
         nb, key = split_key(stem, e["record"])
         checked = key in (record_of(nb) or {}).get("claims", {})        # an expect() in the lesson, not only a measure()
-        holds = (f"，检查 {e['holds']}" if checked else f"，{seeds}都 {e['holds']}，不是检查") if e.get("holds") else ""
+        every = "全部种子都" if e.get("over") == "all" else "种子 0–4 都"
+        holds = (f"，检查 {e['holds']}" if checked else f"；{every} {e['holds']}，不是检查") if e.get("holds") else ""
         return f"记录 `{e['record']}`：{lo}–{hi}（{seeds}{holds}）"
     if "paper" in e:
         return f"{e['paper']} {e.get('at', '')}".strip()
