@@ -65,8 +65,8 @@ def test_paired_ratio_is_the_median_of_paired_rounds_and_restores_threads():
 
 def test_paired_ratio_is_the_median_of_the_per_round_ratios(monkeypatch):
     # Scripted timings, a and b alternating: round 1's b was hit by a burst (20), rounds 2-5 ran under
-    # rising load that slows a and b alike. Per-round ratios 0.1, 2, 2, 2, 2: their median is 2. Every
-    # other way to compare the two gives something else: the fastest a over the fastest b 1.0, the
+    # rising load that slows a and b alike. Per-round ratios 0.1, 2, 2, 2, 2: their median is 2. These four
+    # other ways to compare the two give something else: the fastest a over the fastest b 1.0, the
     # median a over the median b 1.5, the mean of the ratios 1.62, the mean a over the mean b 0.88.
     a, b = [2, 4, 6, 8, 10], [20, 2, 3, 4, 5]
     script = iter(t for pair in zip(a, b) for t in pair)

@@ -232,15 +232,40 @@ def missing(stem: str) -> list[tuple[str, str, str]]:
 
 # --- the book page ---------------------------------------------------------------------------------
 
+def lesson_check(stem: str, key: str) -> str | None:
+    """The check a lesson makes on ``key`` as its expect() states it (">0.5", "在 0.5–2 之间"), or on the key's
+    logarithm (``a.log2_b`` for ``a.b``: "log2 >0.263，即 >1.2"); None where the lesson only measures it."""
+    claims = (record_of(stem) or {}).get("claims", {})
+
+    def text(c: dict) -> str:
+        op, t = c["op"], c["threshold"]
+        if op == "between":
+            return f"在 {t[0]:g}–{t[1]:g} 之间"
+        return f"{op}{t}" if isinstance(t, bool) or not isinstance(t, (int, float)) else f"{op}{t:g}"
+
+    if key in claims:
+        return text(claims[key])
+    head, _, last = key.rpartition(".")
+    for base in (2, 10):
+        log_key = f"{head}.log{base}_{last}" if head else f"log{base}_{last}"
+        c = claims.get(log_key)
+        if c and c["op"] in ("<", ">", "<=", ">=") and isinstance(c["threshold"], (int, float)):
+            return f"log{base} {c['op']}{c['threshold']:.3g}，即 {c['op']}{base ** c['threshold']:.3g}"
+    return None
+
+
 def _evidence_cell(stem: str, e: dict) -> str:
     if "record" in e:
         lo, _, hi = e["range"].partition("..")
         seeds = "全部种子" if e.get("over") == "all" else "种子 0–4"
         nb, key = split_key(stem, e["record"])
-        checked = key in (record_of(nb) or {}).get("claims", {})        # an expect() in the lesson, not only a measure()
         every = "全部种子都" if e.get("over") == "all" else "种子 0–4 都"
-        holds = (f"，检查 {e['holds']}" if checked else f"；{every} {e['holds']}，不是检查") if e.get("holds") else ""
-        return f"记录 `{e['record']}`：{lo}–{hi}（{seeds}{holds}）"
+        check = lesson_check(nb, key)                 # the lesson's own expect() on this key (or on its log), if any
+        holds = e.get("holds")
+        parts = [f"检查 {check}"] if check else []
+        if holds and f"{holds}" != check:             # what the ledger says holds: a count over the seeds, not the check
+            parts.append(f"{every} {holds}" + ("" if check else "，不是检查"))
+        return f"记录 `{e['record']}`：{lo}–{hi}（{seeds}{''.join('；' + x for x in parts) if parts else ''}）".replace("（" + seeds + "；", "（" + seeds + "，", 1)
     if "paper" in e:
         return f"{e['paper']} {e.get('at', '')}".strip()
     if "code" in e:
