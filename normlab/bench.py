@@ -137,7 +137,7 @@ def paired_ratio(fn_a: Callable[[], object], fn_b: Callable[[], object], rounds:
     back and meet about the same load from other work, while the fastest a and the fastest b can come from
     two rounds under different loads. While fewer than half of the rounds are hit by a burst, the median
     stays within the range of the undisturbed rounds' ratios (it can still move inside it); a load that
-    lasts the whole timing hits every round, and moves the median too.
+    lasts the whole timing hits every round, and can move the median too.
     ``threads`` torch threads during the timing (restored afterwards; None keeps the current count)."""
     old = torch.get_num_threads()
     if threads is not None:

@@ -243,15 +243,28 @@ def lesson_check(stem: str, key: str) -> str | None:
             return f"在 {t[0]:g}–{t[1]:g} 之间"
         return f"{op}{t}" if isinstance(t, bool) or not isinstance(t, (int, float)) else f"{op}{t:g}"
 
-    if key in claims:
-        return text(claims[key])
     head, _, last = key.rpartition(".")
+    if key in claims:
+        c, base = claims[key], next((b for b in (2, 10) if last.startswith(f"log{b}_")), None)
+        if base and c["op"] in ("<", ">", "<=", ">=") and isinstance(c["threshold"], (int, float)):
+            return f"{c['op']}{c['threshold']:.3g}（log{base}，即比值 {c['op']}{base ** c['threshold']:.3g}）"
+        return text(claims[key])
     for base in (2, 10):
         log_key = f"{head}.log{base}_{last}" if head else f"log{base}_{last}"
         c = claims.get(log_key)
         if c and c["op"] in ("<", ">", "<=", ">=") and isinstance(c["threshold"], (int, float)):
             return f"log{base} {c['op']}{c['threshold']:.3g}，即 {c['op']}{base ** c['threshold']:.3g}"
     return None
+
+
+def implied(holds: str, check: str | None) -> bool:
+    """Does the lesson's check (``lesson_check``'s text) already say what ``holds`` (">1.5") says, or more?"""
+    m = re.fullmatch(r"([<>]=?)(-?[\d.e+-]+)", holds or "")
+    c = re.search(r"(?:即(?:比值)? |^)([<>]=?)(-?[\d.e+-]+)(?:）)?$", check or "")
+    if not m or not c or m.group(1)[0] != c.group(1)[0]:
+        return False
+    h, t = float(m.group(2)), float(c.group(2))
+    return t >= h if m.group(1)[0] == ">" else t <= h
 
 
 def _evidence_cell(stem: str, e: dict) -> str:
@@ -262,10 +275,10 @@ def _evidence_cell(stem: str, e: dict) -> str:
         every = "全部种子都" if e.get("over") == "all" else "种子 0–4 都"
         check = lesson_check(nb, key)                 # the lesson's own expect() on this key (or on its log), if any
         holds = e.get("holds")
-        parts = [f"检查 {check}"] if check else []
-        if holds and f"{holds}" != check:             # what the ledger says holds: a count over the seeds, not the check
-            parts.append(f"{every} {holds}" + ("" if check else "，不是检查"))
-        return f"记录 `{e['record']}`：{lo}–{hi}（{seeds}{''.join('；' + x for x in parts) if parts else ''}）".replace("（" + seeds + "；", "（" + seeds + "，", 1)
+        inner = seeds + (f"，检查 {check}" if check else "")
+        if holds and not implied(holds, check):       # what the ledger says holds: a count over the seeds, not the check
+            inner += f"；{every} {holds}" + ("" if check else "，不是检查")
+        return f"记录 `{e['record']}`：{lo}–{hi}（{inner}）"
     if "paper" in e:
         return f"{e['paper']} {e.get('at', '')}".strip()
     if "code" in e:
