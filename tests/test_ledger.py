@@ -40,6 +40,22 @@ def test_every_claim_has_a_ledger_entry(stem):
 
 
 @pytest.mark.parametrize("stem", LESSONS)
+def test_a_summary_or_interview_entry_states_its_bullet_as_it_reads_now(stem):
+    """The ledger's ``claim`` of a 小结 or 面试要点 entry is its bullet word for word (a reworded bullet whose first
+    words stayed the same still matched its ``quote``, and the evidence page kept quoting the old wording)."""
+    bullets = [(w, ledger.plain(b)) for w, b in ledger.lesson_claims(stem)]
+    stale = []
+    for e in ledger.load(stem):
+        if e.get("where") not in ("小结", "面试要点"):
+            continue
+        now = [b for w, b in bullets if w == e["where"] and e.get("quote") and e["quote"] in b]
+        claim = e.get("claim", "")
+        if now and not any(claim == b or (claim.endswith("…") and b.startswith(claim[:-1])) for b in now):
+            stale.append(f"  quote = {e['quote']!r}\n    ledger: {claim[:120]}…\n    bullet: {now[0][:120]}…")
+    assert not stale, f"{stem}: ledger claims that differ from their bullet (copy the bullet's text):\n" + "\n".join(stale)
+
+
+@pytest.mark.parametrize("stem", LESSONS)
 def test_every_entry_is_a_claim_that_is_still_there(stem):
     claims = ledger.all_claims(stem)
     stale = [e for e in ledger.load(stem) if not any(ledger.covers(e, w, q, t) for w, q, t in claims)]

@@ -232,39 +232,43 @@ def missing(stem: str) -> list[tuple[str, str, str]]:
 
 # --- the book page ---------------------------------------------------------------------------------
 
-def lesson_check(stem: str, key: str) -> str | None:
-    """The check a lesson makes on ``key`` as its expect() states it (">0.5", "在 0.5–2 之间"), or on the key's
-    logarithm (``a.log2_b`` for ``a.b``: "log2 >0.263，即 >1.2"); None where the lesson only measures it."""
+LOG_PART = re.compile(r"(?:^|(?<=\.))log(2|10)_")      # "a.log10_b": the check on log10 of "a.b"
+ORDER = ("<", "<=", ">", ">=")
+
+
+def lesson_check(stem: str, key: str) -> tuple[str, tuple[str, float] | None] | None:
+    """The check a lesson makes on ``key``, as its expect() states it, or on the key's logarithm (an expect() on
+    ``a.log2_b`` for ``a.b``). Returns (text, bound): text as the page shows it (">0.5", "在 0.5–2 之间", "log2 >0.263，
+    即 >1.2", and on a log key itself ">0.263（log2；原量 >1.2）"), bound = (op, threshold in the units of ``key``) for
+    an order check, else None; None where the lesson only measures the key."""
     claims = (record_of(stem) or {}).get("claims", {})
-
-    def text(c: dict) -> str:
-        op, t = c["op"], c["threshold"]
-        if op == "between":
-            return f"在 {t[0]:g}–{t[1]:g} 之间"
-        return f"{op}{t}" if isinstance(t, bool) or not isinstance(t, (int, float)) else f"{op}{t:g}"
-
-    head, _, last = key.rpartition(".")
     if key in claims:
-        c, base = claims[key], next((b for b in (2, 10) if last.startswith(f"log{b}_")), None)
-        if base and c["op"] in ("<", ">", "<=", ">=") and isinstance(c["threshold"], (int, float)):
-            return f"{c['op']}{c['threshold']:.3g}（log{base}，即比值 {c['op']}{base ** c['threshold']:.3g}）"
-        return text(claims[key])
-    for base in (2, 10):
-        log_key = f"{head}.log{base}_{last}" if head else f"log{base}_{last}"
-        c = claims.get(log_key)
-        if c and c["op"] in ("<", ">", "<=", ">=") and isinstance(c["threshold"], (int, float)):
-            return f"log{base} {c['op']}{c['threshold']:.3g}，即 {c['op']}{base ** c['threshold']:.3g}"
+        op, t = claims[key]["op"], claims[key]["threshold"]
+        if op == "between":
+            return f"在 {t[0]:g}–{t[1]:g} 之间", None
+        if op not in ORDER or isinstance(t, bool) or not isinstance(t, (int, float)):
+            return f"{op}{t}" if isinstance(t, bool) or not isinstance(t, (int, float)) else f"{op}{t:g}", None
+        m = LOG_PART.search(key)
+        text = f"{op}{t:.3g}（log{m.group(1)}；原量 {op}{int(m.group(1)) ** t:.3g}）" if m else f"{op}{t:g}"
+        return text, (op, float(t))
+    for log_key, c in claims.items():                                # the check on this key's logarithm
+        m = LOG_PART.search(log_key)
+        if m and LOG_PART.sub("", log_key, count=1) == key and c["op"] in ORDER and isinstance(c["threshold"], (int, float)):
+            base, op, t = int(m.group(1)), c["op"], c["threshold"]
+            return f"log{base} {op}{t:.3g}，即 {op}{base ** t:.3g}", (op, float(base ** t))
     return None
 
 
-def implied(holds: str, check: str | None) -> bool:
-    """Does the lesson's check (``lesson_check``'s text) already say what ``holds`` (">1.5") says, or more?"""
-    m = re.fullmatch(r"([<>]=?)(-?[\d.e+-]+)", holds or "")
-    c = re.search(r"(?:即(?:比值)? |^)([<>]=?)(-?[\d.e+-]+)(?:）)?$", check or "")
-    if not m or not c or m.group(1)[0] != c.group(1)[0]:
+def implied(holds: str, bound: tuple[str, float] | None) -> bool:
+    """Does the lesson's check (``bound``: op and threshold in the key's own units) already say what ``holds``
+    (">1.5", the ledger's bound on the same key) says, or more? Only order checks in the same direction do."""
+    m = re.fullmatch(r"([<>]=?)(-?[\d.]+(?:e[+-]?\d+)?)", holds or "")
+    if not m or not bound or m.group(1)[0] != bound[0][0]:
         return False
-    h, t = float(m.group(2)), float(c.group(2))
-    return t >= h if m.group(1)[0] == ">" else t <= h
+    (h_op, h), (c_op, t) = (m.group(1), float(m.group(2))), bound
+    if c_op == h_op or len(h_op) == 2:               # x > t implies x > h when t >= h; also x >= h; x >= t: x >= h
+        return t >= h if h_op[0] == ">" else t <= h
+    return t > h if h_op == ">" else t < h           # x >= t implies x > h only when t > h
 
 
 def _evidence_cell(stem: str, e: dict) -> str:
@@ -273,10 +277,10 @@ def _evidence_cell(stem: str, e: dict) -> str:
         seeds = "全部种子" if e.get("over") == "all" else "种子 0–4"
         nb, key = split_key(stem, e["record"])
         every = "全部种子都" if e.get("over") == "all" else "种子 0–4 都"
-        check = lesson_check(nb, key)                 # the lesson's own expect() on this key (or on its log), if any
+        check, bound = lesson_check(nb, key) or (None, None)   # the lesson's own expect() on this key (or its log)
         holds = e.get("holds")
         inner = seeds + (f"，检查 {check}" if check else "")
-        if holds and not implied(holds, check):       # what the ledger says holds: a count over the seeds, not the check
+        if holds and not implied(holds, bound):       # what the ledger says holds: a count over the seeds, not the check
             inner += f"；{every} {holds}" + ("" if check else "，不是检查")
         return f"记录 `{e['record']}`：{lo}–{hi}（{inner}）"
     if "paper" in e:
