@@ -75,6 +75,17 @@ def _bullets(block: str) -> list[str]:
     return [" ".join(b.split()) for b in out]
 
 
+def _clauses(text: str) -> list[str]:
+    """``text`` split at each "；" that is outside brackets (a "；" inside "（…）" belongs to its clause)."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += ch in "（(" and 1 or (ch in "）)" and -1 or 0)
+        if ch == "；" and depth <= 0:
+            out.append(text[start:i])
+            start = i + 1
+    return out + [text[start:]]
+
+
 def lesson_claims(stem: str) -> list[tuple[str, str]]:
     """(where, text) of each summary bullet and interview point of a lesson. A summary written as one
     paragraph ("**本课小结**：a；b；c") counts each clause between semicolons as a bullet."""
@@ -82,7 +93,7 @@ def lesson_claims(stem: str) -> list[tuple[str, str]]:
     out = [("小结", b) for b in _bullets(_section(text, "## 小结"))]
     m = re.search(r"^\*\*本课小结\*\*：(.*)$", text, re.M)
     if m:
-        out += [("小结", c.strip()) for c in m.group(1).split("；") if plain(c)]
+        out += [("小结", c.strip()) for c in _clauses(m.group(1)) if plain(c)]
     out += [("面试要点", b) for b in _bullets(_section(text, "## 面试要点"))]
     return out
 
@@ -232,7 +243,7 @@ def missing(stem: str) -> list[tuple[str, str, str]]:
 
 # --- the book page ---------------------------------------------------------------------------------
 
-LOG_PART = re.compile(r"(?:^|(?<=\.))log(2|10)_")      # "a.log10_b": the check on log10 of "a.b"
+LOG_PART = re.compile(r"(?:^|(?<=[._]))log(2|10)_")    # "a.log10_b", "a.b_log10_c": the check on log10 of "a.b", "a.b_c"
 ORDER = ("<", "<=", ">", ">=")
 
 
@@ -282,7 +293,8 @@ def _evidence_cell(stem: str, e: dict) -> str:
         inner = seeds + (f"，检查 {check}" if check else "")
         if holds and not implied(holds, bound):       # what the ledger says holds: a count over the seeds, not the check
             inner += f"；{every} {holds}" + ("" if check else "，不是检查")
-        return f"记录 `{e['record']}`：{lo}–{hi}（{inner}）"
+        note = f"；{e['note']}" if e.get("note") else ""
+        return f"记录 `{e['record']}`：{lo}–{hi}（{inner}{note}）"
     if "paper" in e:
         return f"{e['paper']} {e.get('at', '')}".strip()
     if "code" in e:
