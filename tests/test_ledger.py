@@ -39,6 +39,27 @@ def test_every_claim_has_a_ledger_entry(stem):
     assert not todo, unmapped_message(stem, todo)
 
 
+def test_clauses_split_only_outside_brackets():
+    assert ledger._clauses("a；b（c；d）；e") == ["a", "b（c；d）", "e"]
+    assert ledger._clauses("a）；b（c；d）；e") == ["a）", "b（c；d）", "e"]       # a stray ）: no negative depth
+    assert ledger._clauses("a「b；c」；d") == ["a「b；c」", "d"]
+    assert ledger._clauses("a（b；c；d") == ["a（b；c；d"]                       # unclosed: one clause, nothing lost
+
+
+def test_ledger_seed_counts_are_what_the_records_show():
+    """An evidence's ``count`` ("48/50<0.3", shown on the evidence page) is what the record's one-thread runs show."""
+    problems = []
+    for stem in LESSONS:
+        for e in ledger.load(stem):
+            for ev in e.get("evidence", []):
+                if ev.get("count"):
+                    nb, key = ledger.split_key(stem, ev["record"])
+                    why = record.seed_count(ledger.record_of(nb), ev["count"], key)
+                    if why:
+                        problems.append(f"{stem} «{e['quote']}» {ev['record']} count {ev['count']}: {why}")
+    assert not problems, "\n".join(problems)
+
+
 @pytest.mark.parametrize("stem", LESSONS)
 def test_a_summary_or_interview_entry_states_its_bullet_as_it_reads_now(stem):
     """The ledger's ``claim`` of a 小结, 面试要点 or 教师指南 entry is its bullet word for word (a reworded bullet whose first

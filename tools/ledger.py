@@ -76,11 +76,12 @@ def _bullets(block: str) -> list[str]:
 
 
 def _clauses(text: str) -> list[str]:
-    """``text`` split at each "；" that is outside brackets (a "；" inside "（…）" belongs to its clause)."""
+    """``text`` split at each "；" that is outside brackets (a "；" inside "（…）", "(…)" or "「…」" belongs to its
+    clause). A stray closing bracket is ignored; an unclosed opening one keeps the rest in one clause."""
     out, depth, start = [], 0, 0
     for i, ch in enumerate(text):
-        depth += ch in "（(" and 1 or (ch in "）)" and -1 or 0)
-        if ch == "；" and depth <= 0:
+        depth = depth + 1 if ch in "（(「" else max(depth - 1, 0) if ch in "）)」" else depth
+        if ch == "；" and depth == 0:
             out.append(text[start:i])
             start = i + 1
     return out + [text[start:]]
@@ -88,7 +89,7 @@ def _clauses(text: str) -> list[str]:
 
 def lesson_claims(stem: str) -> list[tuple[str, str]]:
     """(where, text) of each summary bullet and interview point of a lesson. A summary written as one
-    paragraph ("**本课小结**：a；b；c") counts each clause between semicolons as a bullet."""
+    paragraph ("**本课小结**：a；b；c") counts each clause as a bullet (``_clauses``: split at "；" outside brackets)."""
     text = (NOTEBOOKS / f"{stem}.md").read_text(encoding="utf-8")
     out = [("小结", b) for b in _bullets(_section(text, "## 小结"))]
     m = re.search(r"^\*\*本课小结\*\*：(.*)$", text, re.M)
@@ -293,8 +294,10 @@ def _evidence_cell(stem: str, e: dict) -> str:
         inner = seeds + (f"，检查 {check}" if check else "")
         if holds and not implied(holds, bound):       # what the ledger says holds: a count over the seeds, not the check
             inner += f"；{every} {holds}" + ("" if check else "，不是检查")
-        note = f"；{e['note']}" if e.get("note") else ""
-        return f"记录 `{e['record']}`：{lo}–{hi}（{inner}{note}）"
+        if e.get("count"):                            # "48/50<0.3": checked against the record (tests/test_ledger.py)
+            k, n, op, t = re.fullmatch(r"(\d+)/(\d+)([<>]=?)(\S+)", e["count"]).groups()
+            inner += f"；记录的 {n} 个种子中 {k} 个 {op}{t}"
+        return f"记录 `{e['record']}`：{lo}–{hi}（{inner}）"
     if "paper" in e:
         return f"{e['paper']} {e.get('at', '')}".strip()
     if "code" in e:
