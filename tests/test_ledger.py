@@ -254,8 +254,9 @@ def ledger_number_problems(stem: str) -> list[str]:
     what a record evidence holds (holds = "<0.5": "低于 50%"), or the entry cites a paper or code."""
     problems = []
     for e in ledger.load(stem):
-        if any("paper" in ev or "code" in ev for ev in e.get("evidence", [])):
-            continue
+        cited = any("paper" in ev or "code" in ev for ev in e.get("evidence", []))
+        if cited and not any("record" in ev for ev in e.get("evidence", [])):
+            continue                                  # only a paper or code: its numbers are the citation's
         records = [ev for ev in e.get("evidence", []) if "record" in ev and ev.get("range")]
         bounds = [float(b) for ev in records for b in ev["range"].split("..")]
         bounds += [float(ev["holds"].lstrip("<>=~")) for ev in records if ev.get("holds")]
