@@ -61,6 +61,20 @@ def test_ledger_seed_counts_are_what_the_records_show():
 
 
 @pytest.mark.parametrize("stem", LESSONS)
+def test_a_seed_count_in_a_claim_has_its_count_evidence(stem):
+    """"记录的 50 个种子中 49 个" in a claim: some record evidence of the entry has count "49/50…", so the
+    evidence page shows the count and a test checks it against the record."""
+    missing = []
+    for e in ledger.load(stem):
+        counts = {tuple(ev["count"].split("/")[:1]) + (re.match(r"\d+", ev["count"].split("/")[1]).group(),)
+                  for ev in e.get("evidence", []) if ev.get("count")}
+        for n, k in re.findall(r"(\d+) 个种子中(?:的|只有)? ?(\d+) 个", e.get("claim", "")):
+            if (k, n) not in counts:
+                missing.append(f"  «{e['quote']}»: {k}/{n} has no evidence with count = \"{k}/{n}…\"")
+    assert not missing, f"{stem}: seed counts in claims without a count evidence:\n" + "\n".join(missing)
+
+
+@pytest.mark.parametrize("stem", LESSONS)
 def test_a_summary_or_interview_entry_states_its_bullet_as_it_reads_now(stem):
     """The ledger's ``claim`` of a 小结, 面试要点 or 教师指南 entry is its bullet word for word (a reworded bullet whose first
     words stayed the same still matched its ``quote``, and the evidence page kept quoting the old wording)."""

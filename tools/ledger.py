@@ -326,6 +326,8 @@ def page() -> str:
         for e in entries:
             scope = "；".join(f"{SCOPE_NAMES[k]}：{e['scope'][k]}" for k in SCOPES if k in e.get("scope", {})) or "—"
             ev = "<br>".join(_cell(_evidence_cell(stem, x)) for x in e.get("evidence", [])) or "—"
+            if e.get("derived"):                       # arithmetic behind a number of the claim
+                ev += "<br>" + _cell("数的来历：" + "；".join(e["derived"]))
             where = e["where"] + (f" {e['quote']}" if e["where"].startswith("errata_") else "")
             out.append(f"| {_cell(where)} | {_cell(e['claim'])} | {_cell(scope)} | {ev} |")
         out += ["", "</details>", ""]
