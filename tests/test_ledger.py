@@ -265,7 +265,9 @@ def test_companion_numbers_come_from_a_record_or_a_citation(path):
 
 def ledger_number_problems(stem: str) -> list[str]:
     """A number in a ledger claim is a bound of one of its record ranges as the prose rounds it, or the number of
-    what a record evidence holds (holds = "<0.5": "低于 50%"), or the entry cites a paper or code."""
+    what a record evidence holds (holds = "<0.5": "低于 50%"), or arithmetic the entry's ``derived`` shows (the
+    evidence page prints it; an evidence's free-text ``note`` does not count: the page does not show it), or the
+    entry cites only a paper or code."""
     problems = []
     for e in ledger.load(stem):
         cited = any("paper" in ev or "code" in ev for ev in e.get("evidence", []))
@@ -274,7 +276,7 @@ def ledger_number_problems(stem: str) -> list[str]:
         records = [ev for ev in e.get("evidence", []) if "record" in ev and ev.get("range")]
         bounds = [float(b) for ev in records for b in ev["range"].split("..")]
         bounds += [float(ev["holds"].lstrip("<>=~")) for ev in records if ev.get("holds")]
-        notes = " ".join(ev.get("note", "") for ev in records if ev.get("holds"))   # "10 倍 = 10^1 (holds >1)"
+        notes = ""                                                                  # derived only: the page shows it
         notes += " ".join(e.get("derived", []))                                   # arithmetic the claim shows
         spans = [[float(b) for b in ev["range"].split("..")] for ev in records]
         for n, sentence in unsourced_numbers(e.get("claim", "")):
