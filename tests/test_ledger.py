@@ -46,17 +46,22 @@ def test_clauses_split_only_outside_brackets():
     assert ledger._clauses("a（b；c；d") == ["a（b；c；d"]                       # unclosed: one clause, nothing lost
 
 
-def test_ledger_seed_counts_are_what_the_records_show():
-    """An evidence's ``count`` ("48/50<0.3", shown on the evidence page) is what the record's one-thread runs show."""
-    problems = []
+def record_evidence(field: str):
+    """(stem, entry, evidence, lesson, key) for every record evidence of every ledger entry that has ``field``."""
     for stem in LESSONS:
         for e in ledger.load(stem):
             for ev in e.get("evidence", []):
-                if ev.get("count"):
-                    nb, key = ledger.split_key(stem, ev["record"])
-                    why = record.seed_count(ledger.record_of(nb), ev["count"], key)
-                    if why:
-                        problems.append(f"{stem} «{e['quote']}» {ev['record']} count {ev['count']}: {why}")
+                if ev.get(field):
+                    yield (stem, e, ev) + ledger.split_key(stem, ev["record"])
+
+
+def test_ledger_seed_counts_are_what_the_records_show():
+    """An evidence's ``count`` ("48/50<0.3", shown on the evidence page) is what the record's one-thread runs show."""
+    problems = []
+    for stem, e, ev, nb, key in record_evidence("count"):
+        why = record.seed_count(ledger.record_of(nb), ev["count"], key)
+        if why:
+            problems.append(f"{stem} «{e['quote']}» {ev['record']} count {ev['count']}: {why}")
     assert not problems, "\n".join(problems)
 
 
@@ -298,17 +303,13 @@ def ledger_number_problems(stem: str) -> list[str]:
 
 def test_ledger_holds_are_what_the_records_show():
     problems = []
-    for stem in LESSONS:
-        for e in ledger.load(stem):
-            for ev in e.get("evidence", []):
-                if ev.get("holds"):
-                    nb, key = ledger.split_key(stem, ev["record"])
-                    rec = ledger.record_of(nb)
-                    runs = rec["runs"] + (rec.get("extra_runs", []) if ev.get("over") == "all" else [])
-                    vals = [v for run in runs for v in run["values"].get(key, [])]
-                    why = record.marker_problem(ev["holds"], vals) if vals else "not recorded"
-                    if why:
-                        problems.append(f"{stem} «{e['quote']}» {ev['record']} holds {ev['holds']}: {why}")
+    for stem, e, ev, nb, key in record_evidence("holds"):
+        rec = ledger.record_of(nb)
+        runs = rec["runs"] + (rec.get("extra_runs", []) if ev.get("over") == "all" else [])
+        vals = [v for run in runs for v in run["values"].get(key, [])]
+        why = record.marker_problem(ev["holds"], vals) if vals else "not recorded"
+        if why:
+            problems.append(f"{stem} «{e['quote']}» {ev['record']} holds {ev['holds']}: {why}")
     assert not problems, "\n".join(problems)
 
 
