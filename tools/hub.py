@@ -309,15 +309,26 @@ class Hub:
             r = requests.post(f"{base}/kernels", json={"name": "python3"}, headers=headers, timeout=60)
             assert r.status_code in (200, 201), (r.status_code, r.text[:300])
             kernel = r.json()["id"]
-        for attempt in range(3):        # a busy machine: the proxy may time out the handshake (599)
+        for attempt in range(3):
             try:
                 ws = websocket.create_connection(
                     f"ws://127.0.0.1:{self.port}/user/{name}/api/kernels/{kernel}/channels",
                     header=[f"Authorization: token {token}"], timeout=timeout)
                 break
             except websocket.WebSocketBadStatusException as err:
-                if attempt == 2 or getattr(err, "status_code", None) != 599:
+                status = getattr(err, "status_code", None)
+                # A busy machine: the proxy may time out the handshake (599), or the kernel died while it
+                # started (404: its id is gone; JupyterLab would offer a new one, and so do we).
+                if attempt == 2 or status not in (404, 599):
                     raise
+                gone = requests.get(f"{base}/kernels/{kernel}", headers=headers, timeout=30).status_code == 404
+                print(f"[hub] {name}: kernel channels answered {status} (kernel gone: {gone}), retrying",
+                      file=sys.stderr)
+                if gone:
+                    r = requests.post(f"{base}/kernels", json={"name": "python3"}, headers=headers, timeout=60)
+                    assert r.status_code in (200, 201), (r.status_code, r.text[:300])
+                    kernel = r.json()["id"]
+                time.sleep(1)
         out, error, session, t0 = [], None, uuid.uuid4().hex, time.time()
         try:
             for code in cells:
