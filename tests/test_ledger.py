@@ -97,6 +97,25 @@ def test_a_summary_or_interview_entry_states_its_bullet_as_it_reads_now(stem):
 
 
 @pytest.mark.parametrize("stem", LESSONS)
+def test_a_companion_entry_states_its_source_as_it_reads_now(stem):
+    """A claims.toml or errata entry's ``claim`` is its source's text (says, right, verdict) word for word: errata
+    are matched by id, so a corrected erratum kept its old text on the evidence page (14 such, including C1's
+    '36 层及以上用 1e-6' and A5's 'Adam 的有效学习率乘了 β' that earlier reviews had fixed in the source)."""
+    sources = ledger.companion_claims(stem)
+    stale = []
+    for e in ledger.load(stem):
+        w = e.get("where", "")
+        if w != "claims.toml" and not w.startswith("errata_"):
+            continue
+        now = [t for ww, q, t in sources if ledger.covers(e, ww, q, t)]
+        claim = e.get("claim", "")
+        cut = claim.endswith("…") and len(claim) == 398
+        if now and not any(claim == t or (cut and len(t) >= 400 and t.startswith(claim[:-1])) for t in now):
+            stale.append(f"  {w} «{e['quote'][:30]}»\n    ledger: {claim[:100]}…\n    source: {now[0][:100]}…")
+    assert not stale, f"{stem}: companion entries whose claim differs from their source (copy it):\n" + "\n".join(stale)
+
+
+@pytest.mark.parametrize("stem", LESSONS)
 def test_every_entry_is_a_claim_that_is_still_there(stem):
     claims = ledger.all_claims(stem)
     stale = [e for e in ledger.load(stem) if not any(ledger.covers(e, w, q, t) for w, q, t in claims)]
@@ -127,6 +146,29 @@ def test_entries_have_evidence_and_scope(stem):
             elif "record" in ev and "seeds" not in e.get("scope", {}):
                 problems.append(f"{name}: a measured claim says its seeds in scope.seeds")
     assert not problems, f"{stem}:\n" + "\n".join(problems)
+
+
+def section_found(text: str, section: str) -> bool:
+    """A ``section`` evidence names a heading of its lesson: "第 4.1 节" (## 4.1 ...), "「title」", "练习 02.4", "A4"."""
+    heads = [h.strip() for h in re.findall(r"^#{2,4} (.*)$", text, re.M)]
+    if m := re.fullmatch(r"第 ([\d.、]+) 节", section):                # "第 4.1 节", "第 1、2 节"
+        return all(any(re.match(rf"{re.escape(n)}\.?\s", h) for h in heads) for n in m.group(1).split("、"))
+    title = section.strip("「」")
+    return any(title in h for h in heads)
+
+
+@pytest.mark.parametrize("stem", LESSONS)
+def test_a_section_evidence_is_a_section_of_its_lesson(stem):
+    """{ section = "第 3 节" } is this lesson's §3; a section of another lesson names it ({ ..., lesson = "09" }):
+    the page printed "本课第 3 节" for 09's §3 under lesson 02 (a fresh read of 920d5f9)."""
+    bad = []
+    for e in ledger.load(stem):
+        for ev in e.get("evidence", []):
+            if "section" in ev:
+                nb = next(s for s in LESSONS if s[:2] == ev.get("lesson", stem[:2]))
+                if not section_found((ledger.NOTEBOOKS / f"{nb}.md").read_text(encoding="utf-8"), ev["section"]):
+                    bad.append(f"  «{e['quote'][:30]}» {ev}: no such heading in {nb}")
+    assert not bad, f"{stem}: section evidence that is not a heading of the lesson it names:\n" + "\n".join(bad)
 
 
 @pytest.mark.parametrize("stem", LESSONS)

@@ -19,6 +19,7 @@ An entry:
       { paper = "Xiong et al. 2020", at = "定理 1" },
       { code = "microsoft/torchscale@<40 hex>:torchscale/architecture/encoder.py", line = "..." },
       { section = "第 2 节" },
+      { section = "第 3 节", lesson = "09" },             # a section of another lesson
     ]
 
 A record range is the recorded minimum..maximum, each written with 3 significant digits (f"{v:.3g}"), over
@@ -302,7 +303,8 @@ def _evidence_cell(stem: str, e: dict) -> str:
         return f"{e['paper']} {e.get('at', '')}".strip()
     if "code" in e:
         return f"`{e['code']}`：`{e.get('line', '')}`"
-    return f"本课{e['section']}" if e["section"].startswith("第") else f"本课{e['section']}"
+    where = f"第 {e['lesson']} 课" if e.get("lesson") else "本课"     # a section of another lesson names it
+    return f"{where}{e['section']}" if e["section"].startswith(("第", "「", "练习")) else f"{where} {e['section']}"
 
 
 def _cell(text: str) -> str:
