@@ -310,6 +310,17 @@ def seed_count(rec: dict, form: str, key: str) -> str | None:
     return None if (hits, len(vals)) == (k, n) else f"the record shows {hits}/{len(vals)}{op}{m.group(4)}, not {form}"
 
 
+def range_wider(form: str, values: list[float]) -> str | None:
+    """An ``X..Y`` marker whose ends are not the record's minimum and maximum at the quoted decimals: the range
+    still holds the values, but it is wider than the record (a re-sweep moved the numbers, the prose kept the old)."""
+    a, sep, b = form.partition("..")
+    if not sep or "e" in form or not values:
+        return None
+    d = max(len(x.partition(".")[2]) for x in (a, b))
+    lo, hi = round(min(values), d), round(max(values), d)
+    return None if (lo, hi) == (float(a), float(b)) else f"the record is {lo:.{d}f}..{hi:.{d}f}: quote that, not {form}"
+
+
 def marker_problem(form: str, values: list[float]) -> str | None:
     """Check one prose marker's claim (``<!--rec KEY FORM-->``) against every recorded value: ``X..Y`` (every
     value, rounded to the quoted decimals, in [X, Y]), ``>X``, ``<X``, ``~X`` (within a factor 1.5)."""

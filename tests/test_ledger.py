@@ -241,6 +241,7 @@ def marker_problems(markers: list[tuple[str, str, str, str]]) -> list[str]:
             problems.append(f"{nb}:{key}: not in a record (write the key as NN_name:key outside a lesson's section)")
             continue
         why = record.seed_count(rec, form, key) if record.FRACTION.match(form) else record.marker_problem(form, vals)
+        why = why or record.range_wider(form, vals)
         if why:
             problems.append(f"{nb}:{key} {form} (after '…{before[-25:]}'): {why}")
         a, sep, b = form.partition("..")

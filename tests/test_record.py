@@ -155,6 +155,8 @@ def markers_problems(rec: dict, markers: list[tuple[str, str, str]]) -> list[str
         a, sep, b = form.partition("..")
         if sep and not (a in before and b in before):
             problems.append(f"{key}: the prose before the marker should quote the range {a}–{b}")
+        if not why and (wide := record.range_wider(form, vals)):     # the record's range, not a wider one
+            problems.append(f"{key}: {wide}")
     return problems
 
 def causal_problems(rec: dict) -> list[str]:
@@ -262,6 +264,10 @@ def test_marker_forms_by_hand():
     assert marker_problem(">10", [31.0, 12.0]) is None and marker_problem(">10", [9.9]) is not None
     assert marker_problem("<1e-4", [1e-6]) is None
     assert marker_problem("~3", [2.4, 3.5]) is None and marker_problem("~3", [1.9]) is not None
+    # a range that holds the values but is wider than the record (06 quoted 1.7-3.4 for a record of 1.72-3.25)
+    assert record.range_wider("1.7..3.2", [1.717, 3.249]) is None
+    assert "1.7..3.2" in record.range_wider("1.7..3.4", [1.717, 3.249])
+    assert record.range_wider("134..163", [134.0, 160.0]) is not None and record.range_wider(">1.5", [2.0]) is None
 
 
 def test_expect_checks_and_records(tmp_path, monkeypatch):
