@@ -324,6 +324,7 @@ def ledger_number_problems(stem: str) -> list[str]:
         records = [ev for ev in e.get("evidence", []) if "record" in ev and ev.get("range")]
         bounds = [float(b) for ev in records for b in ev["range"].split("..")]
         bounds += [float(ev["holds"].lstrip("<>=~")) for ev in records if ev.get("holds")]
+        bounds += [float(re.split(r"[<>]=?", ev["count"])[1]) for ev in records if ev.get("count")]   # "50/50>2.5"
         notes = ""                                                                  # derived only: the page shows it
         notes += " ".join(e.get("derived", []))                                   # arithmetic the claim shows
         spans = [[float(b) for b in ev["range"].split("..")] for ev in records]
