@@ -8,7 +8,8 @@ the ratio of each contender's fastest round to the copy's fastest round (load fr
 processes can only make a round slower, never faster, so the minimum is the most repeatable).
 Norms read x once and write y once, so once the tensor is larger than the caches they are
 limited by memory traffic, and a copy (``x.clone()``) moves the same bytes (8 per float32
-element). The default shape (16, 512, 1024) is 32 MiB per tensor, larger than a typical L3.
+element). The default shape (16, 512, 1024) is 32 MiB per tensor: larger than L1 and L2, but not always than the
+last-level cache (the course machine of 2026-11-28 has a 300 MiB L3), so on a CPU the ratios may time cache, not DRAM.
 Every contender allocates its output, as the functional norms do. On Linux, glibc hands out
 such large blocks as fresh pages from the kernel by default, and first-touching 32 MiB costs
 more than moving it (page faults, not memory bandwidth); so on a CPU ``run`` first asks glibc

@@ -90,7 +90,7 @@ def demo_c3() -> Demo:
             ["DeepNet 解码器 (Post-LN, §4.3)", f"{alpha:.3f}", f"{beta:.4f}", "初始化，只 ffn/v_proj/out_proj", "1"],
             ["GPT-2 §2.3 (Pre-LN)", "1", f"{c_beta:.4f}", "初始化，写回残差流的权重", "1"]]
     return Demo(f"[C] 的深度缩放不是 DeepNet (N={N})", ["写法", "恒等路径乘 α", "分支缩放", "何时、作用于谁",
-                                                       "Adam 有效学习率倍数"],
+                                                       "Adam 有效学习率倍数（分支最后一层）"],
                 rows, {"c_beta": c_beta, "deepnet_alpha": alpha, "deepnet_beta": beta, "c_adam_ratio": c_adam})
 
 

@@ -252,7 +252,7 @@ def check_add_rms_norm(answer) -> list[Finding]:
     with step(out, "pair"):
         got = call(answer, x, r, w, 1e-6)
         if not (isinstance(got, tuple | list) and len(got) == 2 and all(isinstance(t, Tensor) for t in got)):
-            out.append(fail("not_a_pair", "应返回两个张量 (h, y)：h = x + r 是下一层要读的残差流 (residual stream)，"
+            out.append(fail("not_a_pair", "应返回两个张量 (h, y)：h = x + r 是 Pre-LN 里下一层要读的残差流 (residual stream)，"
                             f"y 是归一化的输出；实际返回 {type(got).__name__}。", got=got))
             return out
         h, y = got
