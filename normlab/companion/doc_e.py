@@ -236,6 +236,6 @@ def demo_e9() -> Demo:
              f"{values['torch_running_var']:.3f}（nn.BatchNorm1d）"],
             ["μ_test 与全部训练数据均值的最大差", f"{values['single_batch_err']:.3g}（某一个 batch 的 μ，50 个 batch 的平均）",
              f"{values['expectation_err']:.2g}（E[μ_batch]，各 batch 均值的平均）"],
-            ["去掉横线后的滑动方差与 nn.BatchNorm1d(momentum=1−p) 的最大差", "—", f"{values['fixed_vs_torch']:.2g}"]]
+            ["去掉横线、σ_t² 用无偏方差后的滑动方差与 nn.BatchNorm1d(momentum=1−p) 的最大差", "—", f"{values['fixed_vs_torch']:.2g}"]]
     return Demo("[E] §1.2 的两处记号：σ_t² 上多了滑动平均的横线；μ_test、σ²_test 少了期望 E",
                 ["", "按 [E] 字面", "正确"], rows, values)
