@@ -172,6 +172,18 @@ def test_a_section_evidence_is_a_section_of_its_lesson(stem):
 
 
 @pytest.mark.parametrize("stem", LESSONS)
+def test_scopes_are_written_not_drafted(stem):
+    """A scope value is written from its section, not left as the draft's regex match: no key fragment ("lr3e-3.",
+    "lr."), no bare "初始化时" without the scheme (a fresh read of 920d5f9 found 14 such on the evidence page)."""
+    bad = []
+    for e in ledger.load(stem):
+        for k, v in e.get("scope", {}).items():
+            if re.search(r"[A-Za-z0-9]\.$|(^|、)lr\.|^初始化时(（未训练）)?$", v):
+                bad.append(f"  «{e['quote'][:30]}» {k} = {v!r}")
+    assert not bad, f"{stem}: scopes to write from the section (init scheme, width, depth, lr, schedule, seeds):\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("stem", LESSONS)
 def test_ledger_ranges_equal_their_records(stem):
     problems = []
     for e in ledger.load(stem):
