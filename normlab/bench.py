@@ -18,7 +18,7 @@ to reuse freed memory (``mallopt``), as PyTorch's caching allocator does on a GP
 Nominal bytes moved per element (float32, params ignored): copy 8 (read 4 + write 4),
 add 12, LayerNorm / RMSNorm 8 if done in one pass over memory, Add+Norm unfused 20
 (the sum is written, then read again), Add+Norm fused 12 (16 when the sum h = x + r is also
-written out as the next residual stream, as normlab.fused's Triton kernel does; GPU only).
+written out as the next residual stream (in Pre-LN), as normlab.fused's Triton kernel does; GPU only).
 """
 
 from __future__ import annotations

@@ -278,7 +278,7 @@ def check_add_rms_norm(answer) -> list[Finding]:
         h, y = call(answer, xb, rb, wb, 1e-6)
         bad = [f"{n} 是 {_dtype_name(t.dtype)}" for n, t in (("h", h), ("y", y)) if t.dtype != torch.bfloat16]
         if bad:
-            out.append(fail("dtype", f"bfloat16 输入：{'、'.join(bad)} (output dtype)；h 是下一层的残差流，"
+            out.append(fail("dtype", f"bfloat16 输入：{'、'.join(bad)} (output dtype)；h 是 Pre-LN 里下一层的残差流，"
                             "应和输入同 dtype，y 也要转回 bfloat16（统计量在 float32 里算）。"))
         elif close(y, llama_reference(xb + rb, wb, 1e-6), 2e-2) and torch.equal(h, xb + rb):
             out.append(ok("bf16", "bfloat16：h、y 都是 bfloat16，y 与 float32 里算的结果一致"))
