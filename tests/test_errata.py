@@ -538,3 +538,6 @@ def test_the_notes_the_course_names_are_the_catalogue_s_notes():
         found = re.findall(r"(\d+) 条勘误（(?:其中 )?([A-E]\d(?:、[A-E]\d)*) 是补充", text)
         assert found and all(ids == named for _, ids in found), (path.name, found, named)
         assert all(int(n) == len(companion.ERRATA) for n, _ in found), (path.name, found, len(companion.ERRATA))
+    heads = dict(re.findall(r"^#### ([A-E]\d) · (.*)$", (root / "notebooks" / "09_companion.md").read_text(encoding="utf-8"),
+                            re.M))
+    assert sorted(i for i, h in heads.items() if "补充" in h) == notes, heads        # 09's headings say it too

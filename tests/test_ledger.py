@@ -163,6 +163,12 @@ def test_a_section_evidence_is_a_section_of_its_lesson(stem):
     the page printed "本课第 3 节" for 09's §3 under lesson 02 (a fresh read of 920d5f9)."""
     bad = []
     for e in ledger.load(stem):
+        # a claim that names another lesson's section ("第 09 课第 3 节", "04 课第 5 节") cites it with lesson = "NN",
+        # not as this lesson's section of the same number (which exists, so the heading check alone passes)
+        for nn, sec in re.findall(r"(?:第 )?(\d\d) 课第 ([\d.]+) 节", e.get("claim", "")):
+            if nn != stem[:2] and any(ev.get("section") == f"第 {sec} 节" and "lesson" not in ev
+                                      for ev in e.get("evidence", [])):
+                bad.append(f"  «{e['quote'][:30]}» names 第 {nn} 课第 {sec} 节: its evidence needs lesson = \"{nn}\"")
         for ev in e.get("evidence", []):
             if "section" in ev:
                 nb = next(s for s in LESSONS if s[:2] == ev.get("lesson", stem[:2]))
