@@ -70,6 +70,12 @@ def available() -> bool:
     return _kernel() is not None
 
 
+def device() -> str:
+    """Where ``add_rmsnorm``'s tensors must be: "cuda" when the kernel is compiled for the GPU, "cpu" under
+    Triton's interpreter (no GPU). Call after ``available()``, which picks between the two."""
+    return "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
+
+
 def add_rmsnorm(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor,
                 eps: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
     """(h, y) = (x + r, RMSNorm(x + r) * weight) in one kernel; normalises over the last dim."""

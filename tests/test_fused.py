@@ -115,3 +115,15 @@ def test_kernel_source_is_the_kernel_file():
     assert [d.name for d in defs] == ["add_rmsnorm_kernel"]
     assert ast.unparse(defs[0].decorator_list[0]) == "triton.jit"
     assert "h = x + r" in fused.KERNEL_SOURCE and "tl.sqrt(ms + eps)" in fused.KERNEL_SOURCE
+
+
+def test_the_lesson_s_kernel_cell_puts_its_tensors_where_the_kernel_runs():
+    """04's kernel cell ran only under the interpreter: on a GPU machine with Triton the kernel is compiled for the
+    GPU and CPU tensors are refused (seen on an H200, 2026-11-28: the old cell raised, the new one ran, max |diff|
+    9.5e-07). The cell moves its tensors to ``fused.device()`` and back."""
+    import re
+    from pathlib import Path
+    src = (Path(__file__).resolve().parent.parent / "notebooks" / "04_rmsnorm.md").read_text(encoding="utf-8")
+    cell = next(c for c in re.findall(r"```\{code-cell\} ipython3\n(.*?)```", src, re.S) if "fused.add_rmsnorm" in c)
+    assert "dev = fused.device()" in cell and "add_rmsnorm(x.to(dev), r.to(dev), w.to(dev)" in cell, cell
+    assert fused.device() in ("cpu", "cuda")

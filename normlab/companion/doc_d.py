@@ -99,7 +99,7 @@ def demo_d3() -> Demo:
     rows = [[L, f"{gr:.4f}", f"{grads[0] * math.sqrt(depths[0] / L):.4f}", f"{grads[0] * math.sqrt(L / depths[0]):.4f}"]
             for L, gr in zip(depths, grads)]
     return Demo(f"[D] Q4：Pre-LN 最后一层 FFN 的梯度随层数 L（拟合指数 {slope:.2f}）",
-                ["L", "测得 ‖∂L/∂W‖", "若 ∝ 1/√L", "若 ∝ √L（[D]）"], rows, {"slope": slope})
+                ["L", "测得 ‖∂L/∂W‖", "若 ∝ 1/√L", "若 ∝ √L（按最后一层读 [D]）"], rows, {"slope": slope})
 
 
 # --- D5 · a Pre-Norm model built from the one-layer chart needs a final LayerNorm ------------------
