@@ -26,7 +26,7 @@ from types import ModuleType
 
 import torch
 
-__all__ = ["available", "add_rmsnorm", "KERNEL_SOURCE", "HINT"]
+__all__ = ["available", "device", "add_rmsnorm", "KERNEL_SOURCE", "HINT"]
 
 HINT = "需要可选依赖 triton (optional extra)：.venv/bin/pip install -e '.[fused]'（Linux x86-64）"
 KERNEL_SOURCE = Path(__file__).with_name("fused_kernel.py").read_text(encoding="utf-8")
@@ -73,7 +73,13 @@ def available() -> bool:
 def device() -> str:
     """Where ``add_rmsnorm``'s tensors must be: "cuda" when the kernel is compiled for the GPU, "cpu" under
     Triton's interpreter (no GPU). Call after ``available()``, which picks between the two."""
-    return "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
+    return "cpu" if interpreted() else "cuda"
+
+
+def interpreted() -> bool:
+    """Triton runs the kernel in its interpreter: TRITON_INTERPRET set to a value Triton reads as true (it
+    accepts 1, true, on, yes in any case; a learner's own "true" on a CPU machine counts like our "1")."""
+    return os.environ.get("TRITON_INTERPRET", "").strip().lower() in ("1", "true", "on", "yes")
 
 
 def add_rmsnorm(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor,
@@ -88,7 +94,7 @@ def add_rmsnorm(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor,
     if weight.shape != (d,):
         raise ValueError(f"weight 的形状应为 ({d},)，即最后一维 (normalized dim)，实际是 {tuple(weight.shape)}")
     devices = {t.device.type for t in (x, r, weight)}
-    if os.environ.get("TRITON_INTERPRET") != "1" and devices != {"cuda"}:   # compiled for the GPU
+    if not interpreted() and devices != {"cuda"}:                       # compiled for the GPU
         raise ValueError("这台机器有 GPU，内核是为 GPU 编译的：x、r、weight 都要在 GPU 上，例如 x.to('cuda')。"
                          f"(the compiled kernel needs CUDA tensors; got {sorted(devices)})")
     if x.dtype != r.dtype or not x.is_floating_point():

@@ -126,4 +126,13 @@ def test_the_lesson_s_kernel_cell_puts_its_tensors_where_the_kernel_runs():
     src = (Path(__file__).resolve().parent.parent / "notebooks" / "04_rmsnorm.md").read_text(encoding="utf-8")
     cell = next(c for c in re.findall(r"```\{code-cell\} ipython3\n(.*?)```", src, re.S) if "fused.add_rmsnorm" in c)
     assert "dev = fused.device()" in cell and "add_rmsnorm(x.to(dev), r.to(dev), w.to(dev)" in cell, cell
-    assert fused.device() in ("cpu", "cuda")
+
+
+@pytest.mark.parametrize("value, interpreted", [("1", True), ("true", True), ("On", True), ("yes", True),
+                                                ("0", False), ("", False), ("false", False)])
+def test_the_interpreter_is_read_as_triton_reads_it(monkeypatch, value, interpreted):
+    """TRITON_INTERPRET=true on a CPU machine runs Triton's interpreter; device() said "cuda" for it (only "1"
+    counted), and 04's kernel cell then moved its tensors to a CUDA that is not there (a fresh read of d21645a)."""
+    monkeypatch.setenv("TRITON_INTERPRET", value)
+    assert fused.interpreted() is interpreted
+    assert fused.device() == ("cpu" if interpreted else "cuda")
