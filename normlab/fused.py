@@ -26,7 +26,7 @@ from types import ModuleType
 
 import torch
 
-__all__ = ["available", "device", "add_rmsnorm", "KERNEL_SOURCE", "HINT"]
+__all__ = ["available", "device", "interpreted", "add_rmsnorm", "KERNEL_SOURCE", "HINT"]
 
 HINT = "需要可选依赖 triton (optional extra)：.venv/bin/pip install -e '.[fused]'（Linux x86-64）"
 KERNEL_SOURCE = Path(__file__).with_name("fused_kernel.py").read_text(encoding="utf-8")
@@ -66,20 +66,26 @@ def _kernel() -> ModuleType | None:
 
 
 def available() -> bool:
-    """True when the kernel can run: triton imports (compiled on a GPU, interpreted on the CPU)."""
-    return _kernel() is not None
+    """True when the kernel can run: triton imports, and the kernel is interpreted (no GPU) or compiled for a GPU
+    that is there (a learner's own TRITON_INTERPRET=0 on a machine without one: not available)."""
+    return _kernel() is not None and (interpreted() or torch.cuda.is_available())
 
 
 def device() -> str:
-    """Where ``add_rmsnorm``'s tensors must be: "cuda" when the kernel is compiled for the GPU, "cpu" under
-    Triton's interpreter (no GPU). Call after ``available()``, which picks between the two."""
+    """Where ``add_rmsnorm``'s tensors must be: "cpu" under Triton's interpreter, "cuda" when the kernel is
+    compiled for the GPU."""
     return "cpu" if interpreted() else "cuda"
 
 
 def interpreted() -> bool:
-    """Triton runs the kernel in its interpreter: TRITON_INTERPRET set to a value Triton reads as true (it
-    accepts 1, true, on, yes in any case; a learner's own "true" on a CPU machine counts like our "1")."""
-    return os.environ.get("TRITON_INTERPRET", "").strip().lower() in ("1", "true", "on", "yes")
+    """The kernel runs in Triton's interpreter, as Triton itself decided when it built the kernel (it reads
+    TRITON_INTERPRET once, at import, with its own spelling rules: 1, true, y, ... but not " 1"): asked of the
+    kernel object, not re-parsed from the environment. False when the kernel is not available."""
+    kernel = _kernel()
+    if kernel is None:
+        return False
+    from triton.runtime.interpreter import InterpretedFunction
+    return isinstance(kernel.add_rmsnorm_kernel, InterpretedFunction)
 
 
 def add_rmsnorm(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor,
@@ -88,6 +94,9 @@ def add_rmsnorm(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor,
     kernel = _kernel()
     if kernel is None:
         raise RuntimeError(HINT)
+    if not available():
+        raise RuntimeError("TRITON_INTERPRET 让 Triton 为 GPU 编译内核，可这台机器没有 GPU：去掉这个环境变量（或设为 1）"
+                           "再运行。(the kernel is compiled for a GPU that is not here: unset TRITON_INTERPRET or set it to 1)")
     if x.shape != r.shape:
         raise ValueError(f"x 与残差 r 的形状必须相同 (shape mismatch): x {tuple(x.shape)}, r {tuple(r.shape)}")
     d = x.shape[-1]
