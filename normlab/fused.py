@@ -66,26 +66,32 @@ def _kernel() -> ModuleType | None:
 
 
 def available() -> bool:
-    """True when the kernel can run: triton imports, and the kernel is interpreted (no GPU) or compiled for a GPU
-    that is there (a learner's own TRITON_INTERPRET=0 on a machine without one: not available)."""
-    return _kernel() is not None and (interpreted() or torch.cuda.is_available())
+    """True when the kernel can be built: triton imports (interpreted on the CPU, compiled where there is a GPU)."""
+    return _kernel() is not None
 
 
 def device() -> str:
-    """Where ``add_rmsnorm``'s tensors must be: "cpu" under Triton's interpreter, "cuda" when the kernel is
-    compiled for the GPU."""
-    return "cpu" if interpreted() else "cuda"
+    """Where ``add_rmsnorm``'s tensors must be: "cuda" when the kernel is compiled and a GPU is there, else "cpu"
+    (Triton's interpreter; or a kernel compiled for a GPU that is not here, which ``add_rmsnorm`` then refuses
+    with the reason)."""
+    return "cuda" if not interpreted() and torch.cuda.is_available() else "cpu"
 
 
 def interpreted() -> bool:
-    """The kernel runs in Triton's interpreter, as Triton itself decided when it built the kernel (it reads
-    TRITON_INTERPRET once, at import, with its own spelling rules: 1, true, y, ... but not " 1"): asked of the
-    kernel object, not re-parsed from the environment. False when the kernel is not available."""
+    """The kernel runs in Triton's interpreter, as Triton decided when ``@triton.jit`` decorated it (on the first
+    import of ``normlab.fused_kernel``, reading TRITON_INTERPRET with its own spelling rules: 1, true, y, ... but
+    not " 1"; the choice holds for the process): asked of the kernel object, not re-parsed from the environment.
+    False when the kernel is not available."""
     kernel = _kernel()
     if kernel is None:
         return False
     from triton.runtime.interpreter import InterpretedFunction
     return isinstance(kernel.add_rmsnorm_kernel, InterpretedFunction)
+
+
+NO_GPU = ("TRITON_INTERPRET 让 Triton 为 GPU 编译了内核，可这台机器没有 GPU：去掉这个环境变量（或设为 1），然后重启内核"
+          "（变量若来自启动 JupyterLab 的终端，也要重启 JupyterLab）。内核在第一次导入时就定下了，进程里改变量不起作用。"
+          "(the kernel was compiled for a GPU that is not here: unset TRITON_INTERPRET or set it to 1, then restart the kernel)")
 
 
 def add_rmsnorm(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor,
@@ -94,9 +100,8 @@ def add_rmsnorm(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor,
     kernel = _kernel()
     if kernel is None:
         raise RuntimeError(HINT)
-    if not available():
-        raise RuntimeError("TRITON_INTERPRET 让 Triton 为 GPU 编译内核，可这台机器没有 GPU：去掉这个环境变量（或设为 1）"
-                           "再运行。(the kernel is compiled for a GPU that is not here: unset TRITON_INTERPRET or set it to 1)")
+    if not interpreted() and not torch.cuda.is_available():
+        raise RuntimeError(NO_GPU)
     if x.shape != r.shape:
         raise ValueError(f"x 与残差 r 的形状必须相同 (shape mismatch): x {tuple(x.shape)}, r {tuple(r.shape)}")
     d = x.shape[-1]

@@ -89,6 +89,7 @@ def test_without_a_gpu_the_kernel_runs_interpreted():
     if torch.cuda.is_available():
         pytest.skip("a GPU compiles the kernel")
     assert os.environ.get("TRITON_INTERPRET") == "1"     # set before the kernel module was imported
+    assert fused.interpreted() and fused.device() == "cpu"
 
 
 def test_without_triton_the_error_says_how_to_install(monkeypatch):
@@ -131,22 +132,32 @@ def test_the_lesson_s_kernel_cell_puts_its_tensors_where_the_kernel_runs():
     assert "dev = fused.device()" in cell and "add_rmsnorm(x.to(dev), r.to(dev), w.to(dev)" in cell, cell
 
 
-@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="triton is not installed")
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None or fused.triton_version() < fused.TRITON_MIN,
+                    reason="no Triton the kernel supports")
 @pytest.mark.parametrize("value", ["y", " 1", "0", None])          # None: unset, as run.py leaves it
 def test_the_interpreter_is_what_triton_decided(value):
     """fused.interpreted() is Triton's own decision, whatever TRITON_INTERPRET's spelling: a re-parse of the
-    variable missed "y" and counted " 1" (two fresh reads of f0051b3 and d21645a), and then device() sent the
-    tensors of 04's kernel cell to the wrong device. In a child process, as a learner's kernel starts."""
+    variable first missed "true" (a fresh read of d21645a), then "y", and counted " 1" (a fresh read of f0051b3),
+    and device() sent the tensors of 04's kernel cell to the wrong device. Where Triton compiled the kernel for a
+    GPU that is not here, add_rmsnorm says so and how to fix it. In a child process, as a learner's kernel starts."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     if value is not None:
         env["TRITON_INTERPRET"] = value
-    code = ("import json, torch, triton, triton.knobs; from normlab import fused; ok = fused.available(); "
-            "print(json.dumps([fused.interpreted(), bool(triton.knobs.runtime.interpret), ok, fused.device(), "
-            "torch.cuda.is_available()]))")
+    code = ("import json, torch; from normlab import fused; fused.available()\n"     # as 04's cell: fused first
+            "import triton, triton.knobs\n"
+            "said = None\n"
+            "try: fused.add_rmsnorm(torch.randn(2, 8).to(fused.device()), torch.randn(2, 8).to(fused.device()), "
+            "torch.ones(8).to(fused.device()))\n"
+            "except RuntimeError as e: said = str(e)\n"
+            "print(json.dumps([fused.interpreted(), bool(triton.knobs.runtime.interpret), fused.available(), "
+            "fused.device(), torch.cuda.is_available(), said]))")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
                          cwd=Path(__file__).resolve().parent.parent)
     assert out.returncode == 0, out.stderr[-2000:]
-    interpreted, triton_says, available, device, cuda = json.loads(out.stdout.strip().splitlines()[-1])
-    assert interpreted == triton_says
-    assert device == ("cpu" if interpreted else "cuda")
-    assert available == (interpreted or cuda)          # compiled for a GPU that is not here: not available
+    interpreted, triton_says, available, device, cuda, said = json.loads(out.stdout.strip().splitlines()[-1])
+    assert interpreted == triton_says and available
+    assert device == ("cuda" if cuda and not interpreted else "cpu")
+    if interpreted or cuda:
+        assert said is None                                    # the kernel ran
+    else:                                                      # compiled for a GPU that is not here
+        assert said and "TRITON_INTERPRET" in said and "重启内核" in said, said
