@@ -26,7 +26,7 @@ from types import ModuleType
 
 import torch
 
-__all__ = ["available", "device", "interpreted", "add_rmsnorm", "KERNEL_SOURCE", "HINT"]
+__all__ = ["available", "device", "interpreted", "add_rmsnorm", "KERNEL_SOURCE", "HINT", "NO_GPU"]
 
 HINT = "需要可选依赖 triton (optional extra)：.venv/bin/pip install -e '.[fused]'（Linux x86-64）"
 KERNEL_SOURCE = Path(__file__).with_name("fused_kernel.py").read_text(encoding="utf-8")
@@ -66,7 +66,9 @@ def _kernel() -> ModuleType | None:
 
 
 def available() -> bool:
-    """True when the kernel can be built: triton imports (interpreted on the CPU, compiled where there is a GPU)."""
+    """True when ``normlab.fused_kernel`` imports: a Triton at least TRITON_MIN is installed. The kernel then runs
+    interpreted on the CPU or compiled on a GPU; one set up for a GPU that is not here (a learner's own
+    TRITON_INTERPRET=0 on a CPU) is available too, and ``add_rmsnorm`` refuses it with the reason (NO_GPU)."""
     return _kernel() is not None
 
 
@@ -89,9 +91,11 @@ def interpreted() -> bool:
     return isinstance(kernel.add_rmsnorm_kernel, InterpretedFunction)
 
 
-NO_GPU = ("TRITON_INTERPRET 让 Triton 为 GPU 编译了内核，可这台机器没有 GPU：去掉这个环境变量（或设为 1），然后重启内核"
-          "（变量若来自启动 JupyterLab 的终端，也要重启 JupyterLab）。内核在第一次导入时就定下了，进程里改变量不起作用。"
-          "(the kernel was compiled for a GPU that is not here: unset TRITON_INTERPRET or set it to 1, then restart the kernel)")
+NO_GPU = ("TRITON_INTERPRET 让 Triton 选了为 GPU 编译这个 Triton 内核，可这台机器没有 GPU：去掉这个环境变量（或设为不带空格的 1），"
+          "然后重启 Jupyter 内核（变量若来自启动 JupyterLab 的终端，也要重启 JupyterLab）。Triton 在第一次用到它时"
+          "（第一次调用 fused.available() 或 add_rmsnorm）就定下了解释还是编译，之后在进程里改变量不起作用。"
+          "(the Triton kernel was set up for a GPU that is not here: unset TRITON_INTERPRET or set it to 1, then restart "
+          "the Jupyter kernel)")
 
 
 def add_rmsnorm(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor,
