@@ -66,9 +66,13 @@ def _kernel() -> ModuleType | None:
 
 
 def available() -> bool:
-    """True when ``normlab.fused_kernel`` imports: a Triton at least TRITON_MIN is installed. The kernel then runs
-    interpreted on the CPU or compiled on a GPU; one set up for a GPU that is not here (a learner's own
-    TRITON_INTERPRET=0 on a CPU) is available too, and ``add_rmsnorm`` refuses it with the reason (NO_GPU)."""
+    """True when ``normlab.fused_kernel`` imports (a Triton at least TRITON_MIN is installed); it does not promise
+    the kernel runs. Usually it runs interpreted on the CPU or compiled on a GPU. Two exceptions: one set up for a
+    GPU that is not here (a learner's own TRITON_INTERPRET=0 on a CPU), which ``add_rmsnorm`` refuses with the
+    reason (NO_GPU); and, without a GPU, a triton imported before normlab.fused with TRITON_INTERPRET unset: Triton
+    builds its interpreter helpers only at its own first import, so the interpreted kernel then fails with
+    Triton's "Cannot call @triton.jit'd outside of the scope of a kernel" (import normlab.fused first, as 04 does,
+    or start with TRITON_INTERPRET=1)."""
     return _kernel() is not None
 
 
@@ -92,10 +96,10 @@ def interpreted() -> bool:
 
 
 NO_GPU = ("TRITON_INTERPRET 让 Triton 选了为 GPU 编译这个 Triton 内核，可这台机器没有 GPU：去掉这个环境变量（或设为不带空格的 1），"
-          "然后重启 Jupyter 内核（变量若来自启动 JupyterLab 的终端，也要重启 JupyterLab）。Triton 在第一次用到它时"
-          "（第一次调用 fused.available() 或 add_rmsnorm）就定下了解释还是编译，之后在进程里改变量不起作用。"
-          "(the Triton kernel was set up for a GPU that is not here: unset TRITON_INTERPRET or set it to 1, then restart "
-          "the Jupyter kernel)")
+          "然后重启 Jupyter 内核或这个 Python 进程（变量若来自启动 JupyterLab 的终端，也要重启 JupyterLab）。normlab 第一次"
+          "载入这个 Triton 内核时（第一次调用 fused 的任一函数）Triton 就定下了解释还是编译，之后在进程里改变量不起作用。"
+          "(the Triton kernel was set up for a GPU that is not here: unset TRITON_INTERPRET or set it to 1 without spaces, "
+          "then restart the Jupyter kernel or the Python process)")
 
 
 def add_rmsnorm(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor,

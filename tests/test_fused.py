@@ -151,7 +151,7 @@ def test_the_interpreter_is_what_triton_decided(value):
             "except RuntimeError as e: said = str(e)\n"
             "print(json.dumps([fused.interpreted(), bool(triton.knobs.runtime.interpret), fused.available(), "
             "fused.device(), torch.cuda.is_available(), said]))")
-    env["PYTHONUTF8"] = "1"                                    # the child's text I/O in UTF-8, as on a GBK Windows
+    env["PYTHONUTF8"] = "1"                                    # UTF-8 mode for the child (the rule for every child)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, encoding="utf-8",
                          timeout=120, cwd=Path(__file__).resolve().parent.parent)
     assert out.returncode == 0, out.stderr[-2000:]
